@@ -1,0 +1,5 @@
+import sys
+
+from execengine.cli import main
+
+sys.exit(main())

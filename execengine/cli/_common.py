@@ -1,0 +1,33 @@
+"""Helpers shared by sub-commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from execengine.config import Config, load_config
+from execengine.registry import ToolRegistry
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    return load_config(getattr(args, "config", None))
+
+
+def registry_from(args: argparse.Namespace, config: Config | None = None) -> ToolRegistry:
+    return ToolRegistry.with_builtins(config or config_from(args))
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, ensure_ascii=False, default=str)
+    sys.stdout.write("\n")
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return "\n".join(lines)

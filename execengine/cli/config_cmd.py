@@ -1,0 +1,61 @@
+"""``execengine config check`` and ``execengine config show``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from execengine._configload import find_config
+from execengine.cli._common import config_from, print_json, table
+from execengine.config import iter_options
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("config", help="check or show the configuration",
+                       description="Validate config.yaml or show the effective configuration.")
+    csub = p.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    c = csub.add_parser("check", help="validate the config file and report problems")
+    c.set_defaults(func=run_check)
+    s = csub.add_parser("show", help="print every option, its value and where it came from")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--show-secrets", action="store_true", help="do not mask secret values")
+    s.set_defaults(func=run_show)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    path, why = find_config(args.config)
+    config = config_from(args)  # raises ConfigError -> exit 2 with the message
+    if path is None:
+        print("no config file found; built-in defaults are in effect")
+    else:
+        print(f"{path}: ok ({why}, {len(config.origins)} options set)")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    rows = []
+    for key, f in iter_options():
+        value = config.get(key)
+        if f.metadata.get("secret") and value and not args.show_secrets:
+            value = "***"
+        rows.append({"key": key, "value": value,
+                     "origin": config.origins.get(key, "default"),
+                     "doc": f.metadata.get("doc", "")})
+    if args.json:
+        print_json({"source": config.source, "options": rows})
+        return 0
+    print(f"# config file: {config.source or 'none (defaults)'}")
+    print(table([[r["key"], _fmt(r["value"]), r["origin"]] for r in rows],
+                ["KEY", "VALUE", "FROM"]))
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(value) + "]"
+    return str(value)

@@ -1,0 +1,249 @@
+"""Typed, immutable configuration.
+
+One YAML file, ``config.yaml``, is found by (first match wins): an explicit path, then
+``$EXECENGINE_CONFIG``, then ``~/.execengine/config.yaml``; with none of them, the defaults
+below apply. It is parsed once into the frozen dataclasses of this module; the rest of the
+library only ever sees these objects.
+
+Every option is declared with :func:`option`: its default, a one-line doc (shown by
+``execengine config show`` and in the README's reference) and its constraints. The loader in
+:mod:`execengine._configload` validates against exactly these declarations, so a new option
+is one line here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ISOLATION_LEVELS = ("none", "restricted", "isolated")
+
+
+def option(
+    default: Any,
+    doc: str,
+    *,
+    choices: tuple[Any, ...] | None = None,
+    min: float | None = None,
+    max: float | None = None,
+    secret: bool = False,
+) -> Any:
+    """Declare a config option (a dataclass field with validation metadata)."""
+    meta = {"doc": doc, "choices": choices, "min": min, "max": max, "secret": secret}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use a tuple or a section for mutable defaults")
+    return field(default=default, metadata=meta)
+
+
+def section(cls: type, doc: str) -> Any:
+    """Declare a nested section."""
+    return field(default_factory=cls, metadata={"doc": doc, "section": True})
+
+
+@dataclass(frozen=True)
+class CodeExecutionConfig:
+    mode: str = option(
+        "project",
+        "project: the session's cwd and project interpreter; strict: host interpreter in a "
+        "private staging directory",
+        choices=("project", "strict"),
+    )
+    timeout: float = option(300.0, "wall-clock limit of one execution, seconds", min=0.1)
+    max_tool_calls: int = option(50, "tool calls allowed per execution", min=0)
+    max_stdout_bytes: int = option(
+        50_000, "stdout kept (head 40 % + tail 60 %); the rest is spilled to a file", min=256
+    )
+    max_stderr_bytes: int = option(10_000, "stderr kept (head + tail)", min=256)
+    kill_grace: float = option(5.0, "seconds between SIGTERM and SIGKILL", min=0.0, max=60.0)
+    hello_timeout: float = option(
+        10.0, "seconds the child has to connect and say hello, once it first calls a tool",
+        min=0.1,
+    )
+    max_parallel_tool_calls: int = option(
+        16, "host worker threads serving tool calls of one engine", min=1, max=256
+    )
+    max_message_bytes: int = option(
+        16 * 1024 * 1024, "largest RPC message accepted from a child", min=4096
+    )
+    python: str | None = option(
+        None, "interpreter for project mode (default: $VIRTUAL_ENV, $CONDA_PREFIX, host)"
+    )
+    tz: str | None = option(None, "TZ passed to the child")
+    isolation: str = option(
+        "auto", "OS isolation level", choices=("auto", *ISOLATION_LEVELS)
+    )
+    min_isolation: str | None = option(
+        None, "fail instead of running below this level", choices=(None, *ISOLATION_LEVELS)
+    )
+    network: bool = option(False, "allow network access from scripts at level isolated")
+    memory_mb: int = option(1024, "memory limit of one execution, MiB", min=16)
+    cpu_seconds: int | None = option(
+        None, "CPU-time limit (default: timeout rounded up, plus 1)", min=1
+    )
+    max_processes: int = option(64, "processes one execution may run at once", min=2)
+    max_file_mb: int = option(1024, "largest file a script may write, MiB", min=1)
+    tmp_mb: int = option(256, "size of the private /tmp at level isolated, MiB", min=1)
+
+
+@dataclass(frozen=True)
+class TerminalConfig:
+    backend: str = option("local", "terminal backend", choices=("local",))
+    cwd: str | None = option(None, "working directory of new sessions (default: process cwd)")
+    env_passthrough: tuple[str, ...] = option(
+        (), "environment variables passed to children even if they look secret"
+    )
+    timeout: float = option(180.0, "default foreground command timeout, seconds", min=0.1)
+    max_output_chars: int = option(50_000, "command output kept (head + tail)", min=256)
+
+
+@dataclass(frozen=True)
+class ApprovalsConfig:
+    mode: str = option(
+        "ask",
+        "ask: prompt (deny when nobody can answer); smart: classifier, then ask; "
+        "deny: refuse flagged commands; allow: run them (hard blocks still refused)",
+        choices=("ask", "smart", "deny", "allow"),
+    )
+    command_allowlist: tuple[str, ...] = option(
+        (), "dangerous-pattern descriptions approved permanently"
+    )
+    timeout: float = option(60.0, "seconds to wait for an answer before denying", min=1.0)
+
+
+@dataclass(frozen=True)
+class ToolsetsConfig:
+    enabled: tuple[str, ...] | None = option(None, "toolsets offered (default: all)")
+    disabled: tuple[str, ...] = option((), "toolsets removed from the offer")
+
+
+@dataclass(frozen=True)
+class SearxngConfig:
+    url: str | None = option(None, "base URL of a SearXNG instance with the JSON API enabled")
+
+
+@dataclass(frozen=True)
+class KeyedProviderConfig:
+    api_key: str | None = option(None, "API key (prefer api_key_env)", secret=True)
+    api_key_env: str | None = option(None, "environment variable holding the API key")
+    url: str | None = option(None, "endpoint override (default: the provider's public API)")
+
+
+@dataclass(frozen=True)
+class WebConfig:
+    provider: str | None = option(
+        None, "web_search provider", choices=(None, "searxng", "brave", "tavily")
+    )
+    searxng: SearxngConfig = section(SearxngConfig, "SearXNG provider")
+    brave: KeyedProviderConfig = section(KeyedProviderConfig, "Brave Search provider")
+    tavily: KeyedProviderConfig = section(KeyedProviderConfig, "Tavily provider")
+    timeout: float = option(20.0, "HTTP timeout, seconds", min=0.1)
+    max_bytes: int = option(5_000_000, "largest response body read", min=1024)
+    max_redirects: int = option(5, "redirects followed", min=0, max=30)
+    char_limit: int = option(50_000, "default web_extract characters per page", min=100)
+    allow_private: bool = option(
+        False, "allow requests to loopback, private and link-local addresses"
+    )
+    allowed_hosts: tuple[str, ...] = option(
+        (), "hosts reachable even when they resolve to private addresses"
+    )
+    user_agent: str = option("execengine/0.1 (+web_extract)", "User-Agent header")
+
+
+@dataclass(frozen=True)
+class FilesConfig:
+    denied_paths: tuple[str, ...] = option(
+        (
+            "~/.ssh",
+            "~/.gnupg",
+            "~/.aws",
+            "~/.execengine",
+            "~/.netrc",
+            "~/.docker/config.json",
+            "~/.kube",
+            "/etc/shadow",
+            "/etc/gshadow",
+            "/etc/sudoers",
+        ),
+        "paths the file tools refuse to read or write (the config file is always refused)",
+    )
+    max_read_chars: int = option(100_000, "largest read_file content returned", min=1000)
+
+
+@dataclass(frozen=True)
+class PluginsConfig:
+    directory: str | None = option(None, "folder of plugin modules (*.py or packages)")
+    entry_points: bool = option(True, "load plugins from the execengine.plugins entry points")
+    disabled: tuple[str, ...] = option((), "plugin names not to load")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    base_url: str | None = option(None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
+    model: str | None = option(None, "model name (default: $EXECENGINE_MODEL)")
+    api_key_env: str = option("OPENAI_API_KEY", "environment variable holding the API key")
+    max_iterations: int = option(20, "model calls per conversation", min=1)
+    max_delegate_calls: int = option(3, "delegate_task calls executed per turn", min=0)
+    max_parallel_tools: int = option(8, "tool calls of one turn run at once", min=1)
+    batch_timeout: float = option(600.0, "limit for one parallel batch, seconds", min=1.0)
+    request_timeout: float = option(120.0, "HTTP timeout of one model call, seconds", min=1.0)
+    memory_file: str = option("~/.execengine/memory.json", "reference memory tool's file")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration. Build with :func:`load_config` or ``Config()``."""
+
+    code_execution: CodeExecutionConfig = section(CodeExecutionConfig, "the execute_code engine")
+    terminal: TerminalConfig = section(TerminalConfig, "the terminal tool")
+    approvals: ApprovalsConfig = section(ApprovalsConfig, "dangerous-command approval")
+    toolsets: ToolsetsConfig = section(ToolsetsConfig, "which toolsets are offered")
+    web: WebConfig = section(WebConfig, "web tools")
+    files: FilesConfig = section(FilesConfig, "file tools")
+    plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
+    agent: AgentConfig = section(AgentConfig, "the reference agent loop")
+    #: the file this came from, ``None`` for defaults
+    source: str | None = field(default=None, compare=False, metadata={"internal": True})
+    #: dotted key -> where the value came from ("default", "path:line", "override")
+    origins: Mapping[str, str] = field(
+        default_factory=dict, compare=False, repr=False, metadata={"internal": True}
+    )
+
+    def get(self, dotted: str) -> Any:
+        """Value of a dotted key path, e.g. ``config.get("code_execution.timeout")``."""
+        value: Any = self
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        return value
+
+    def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = "override") -> Config:
+        """A copy with dotted keys replaced, validated like the file (``ConfigError``)."""
+        from execengine._configload import apply_overrides
+
+        return apply_overrides(self, overrides, origin=origin)
+
+    def config_path(self) -> Path | None:
+        return Path(self.source) if self.source else None
+
+
+def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
+    """All leaf options as ``(dotted key, field)``, in declaration order."""
+    out: list[tuple[str, dataclasses.Field[Any]]] = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal"):
+            continue
+        key = f"{prefix}{f.name}"
+        if f.metadata.get("section"):
+            out.extend(iter_options(f.default_factory, key + "."))  # type: ignore[misc, arg-type]
+        else:
+            out.append((key, f))
+    return out
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Find, read and validate ``config.yaml`` (see the module docstring for the order)."""
+    from execengine._configload import load
+
+    return load(path)

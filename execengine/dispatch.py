@@ -1,0 +1,160 @@
+"""Dispatching one tool call: the edge where typed results become text for the model.
+
+Nothing here raises for a bad call. Unknown tools, arguments that are not an object, agent
+level tools without a host handler, hook refusals and handler exceptions all come back as a
+JSON object ``{"error": "..."}``. Results longer than the tool's ``max_result_size_chars``
+are cut, with a marker saying how much.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from execengine._asyncbridge import bridge
+from execengine.context import ToolContext
+from execengine.errors import UnknownToolError
+
+if TYPE_CHECKING:
+    from execengine.registry import ToolEntry, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Returned by a ``pre_tool_call`` hook to stop the call with a reason."""
+
+    reason: str
+
+
+def error_result(message: str, **fields: Any) -> str:
+    return json.dumps({"error": message, **fields}, ensure_ascii=False)
+
+
+def to_text(value: Any) -> str:
+    """A handler's return value as the text the model sees."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def cap(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return text[:limit] + f"\n[... result truncated: {cut} of {len(text)} characters cut ...]"
+
+
+class _Prepared:
+    """The validated part of a call, shared by the sync and async paths."""
+
+    def __init__(self, entry: ToolEntry, handler: Any, args: dict[str, Any], ctx: ToolContext):
+        self.entry, self.handler, self.args, self.ctx = entry, handler, args, ctx
+
+
+def _prepare(
+    registry: ToolRegistry, name: str, args: Any, task_id: str | None, origin: str,
+    extras: Mapping[str, Any],
+) -> _Prepared | str:
+    try:
+        entry = registry.get(name)
+    except UnknownToolError as exc:
+        return error_result(str(exc))
+    if args is None or args == "":
+        args = {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError as exc:
+            return error_result(f"Arguments for {name!r} are not valid JSON: {exc}")
+    if not isinstance(args, dict):
+        return error_result(
+            f"Arguments for {name!r} must be a JSON object, got {type(args).__name__}"
+        )
+    handler: Any = entry.handler
+    if entry.agent_level:
+        handler = registry.agent_handler(name)
+        if handler is None:
+            return error_result(
+                f"{name!r} is an agent-level tool: the host agent handles it, and this host "
+                "installed no handler (ToolRegistry.set_agent_handler)"
+            )
+    ctx = ToolContext(registry, registry.config, task_id, origin, dict(extras))
+    pre, _ = registry.hooks()
+    for hook in pre:
+        try:
+            verdict = hook(name, args, ctx)
+        except Exception:
+            log.exception("pre_tool_call hook %r failed; ignored", hook)
+            continue
+        if isinstance(verdict, Refuse):
+            return error_result(f"Tool call refused: {verdict.reason}")
+        if isinstance(verdict, dict):
+            args = verdict
+    return _Prepared(entry, handler, args, ctx)
+
+
+def _finish(registry: ToolRegistry, prep: _Prepared, value: Any) -> str:
+    text = to_text(value)
+    _, post = registry.hooks()
+    for hook in post:
+        try:
+            changed = hook(prep.entry.name, prep.args, text, prep.ctx)
+        except Exception:
+            log.exception("post_tool_call hook %r failed; ignored", hook)
+            continue
+        if isinstance(changed, str):
+            text = changed
+    return cap(text, prep.entry.max_result_size_chars)
+
+
+def _failure(exc: BaseException) -> str:
+    return error_result(f"Tool execution failed: {type(exc).__name__}: {exc}")
+
+
+def dispatch(
+    registry: ToolRegistry, name: str, args: Any, *, task_id: str | None = None,
+    origin: str = "agent", extras: Mapping[str, Any] | None = None,
+) -> str:
+    prep = _prepare(registry, name, args, task_id, origin, extras or {})
+    if isinstance(prep, str):
+        return prep
+    try:
+        value = prep.handler(prep.args, prep.ctx)
+        if inspect.isawaitable(value):
+            value = bridge().run(_awaitable(value))
+    except Exception as exc:
+        log.debug("tool %s failed", name, exc_info=True)
+        return _failure(exc)
+    return _finish(registry, prep, value)
+
+
+async def adispatch(
+    registry: ToolRegistry, name: str, args: Any, *, task_id: str | None = None,
+    origin: str = "agent", extras: Mapping[str, Any] | None = None,
+) -> str:
+    prep = _prepare(registry, name, args, task_id, origin, extras or {})
+    if isinstance(prep, str):
+        return prep
+    try:
+        if prep.entry.is_async or inspect.iscoroutinefunction(prep.handler):
+            value = await bridge().run_async(prep.handler(prep.args, prep.ctx))
+        else:
+            value = await asyncio.to_thread(prep.handler, prep.args, prep.ctx)
+            if inspect.isawaitable(value):
+                value = await bridge().run_async(_awaitable(value))
+    except Exception as exc:
+        return _failure(exc)
+    return _finish(registry, prep, value)
+
+
+async def _awaitable(value: Any) -> Any:
+    return await value

@@ -1,0 +1,445 @@
+"""The tool registry: tools, toolsets, availability, definitions for the model.
+
+A :class:`ToolRegistry` is an object you build and pass around; nothing global is read or
+written on import. Conflict rule: a tool name belongs to the toolset that registered it
+first. Registering the same name again *from the same toolset* replaces the entry (a module
+reloaded); from another toolset it is refused with :class:`ToolConflictError` naming the
+holder, unless ``override=True`` is passed. All methods are thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from execengine.config import Config
+from execengine.errors import ToolConflictError, ToolError, UnknownToolError, did_you_mean
+from execengine.schema import normalize_function_schema
+from execengine.toolsets import BUILTIN_TOOLSETS, Toolset, canonical_name, resolve
+
+if TYPE_CHECKING:
+    from execengine.context import ToolContext
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: ``check_fn(config)`` returns True when the tool can run; False or a reason string when not.
+CheckFn = Callable[[Config], "bool | str"]
+Handler = Callable[[dict[str, Any], "ToolContext"], Any]
+#: ``patch(function_schema, ctx)`` returns the schema to serve, or None to withhold the tool.
+SchemaPatch = Callable[[dict[str, Any], "DefinitionContext"], "dict[str, Any] | None"]
+PreHook = Callable[[str, dict[str, Any], "ToolContext"], Any]
+PostHook = Callable[[str, dict[str, Any], str, "ToolContext"], "str | None"]
+
+AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task"})
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    name: str
+    toolset: str
+    schema: Mapping[str, Any]
+    handler: Handler
+    check_fn: CheckFn | None = None
+    requires_env: tuple[str, ...] = ()
+    is_async: bool = False
+    description: str = ""
+    emoji: str = ""
+    max_result_size_chars: int | None = None
+    agent_level: bool = False
+    schema_patch: SchemaPatch | None = None
+    source: str = ""
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        return self.schema["parameters"]  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DefinitionContext:
+    """Given to schema patches: which tools this session really offers."""
+
+    available: frozenset[str]
+    config: Config
+    registry: ToolRegistry
+
+
+class ToolSpecs:
+    """Registrations declared by a built-in tool module, applied to a registry on load.
+
+    A tool module holds one instance and calls ``register(...)`` on it at top level; the
+    AST scan in :mod:`execengine.discovery` recognises modules by those calls.
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def register(self, name: str, toolset: str, schema: Mapping[str, Any], handler: Handler,
+                 **kwargs: Any) -> None:
+        self.calls.append({"name": name, "toolset": toolset, "schema": schema,
+                           "handler": handler, **kwargs})
+
+
+@dataclass
+class _Hooks:
+    pre: list[PreHook] = field(default_factory=list)
+    post: list[PostHook] = field(default_factory=list)
+
+
+class ToolRegistry:
+    """Tools, toolsets, hooks and per-registry services."""
+
+    def __init__(self, config: Config | None = None, *, toolsets: Iterable[Toolset] = BUILTIN_TOOLSETS):
+        self.config = config or Config()
+        self._lock = threading.RLock()
+        self._tools: dict[str, ToolEntry] = {}
+        self._toolsets: dict[str, Toolset] = {t.name: t for t in toolsets}
+        self._hooks = _Hooks()
+        self._agent_handlers: dict[str, Handler] = {}
+        self._services: dict[str, Any] = {}
+        self._env_passthrough: list[str] = []
+        #: plugins or tool modules that failed to load: name -> reason
+        self.load_errors: dict[str, str] = {}
+        self._closed = False
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    def with_builtins(cls, config: Config | None = None, *, plugins: bool = True) -> ToolRegistry:
+        """A registry holding the built-in tools (and plugins, when ``plugins``)."""
+        from execengine import discovery
+
+        reg = cls(config)
+        discovery.load_builtin_tools(reg)
+        if plugins:
+            discovery.load_plugins(reg)
+        return reg
+
+    def register(
+        self,
+        name: str,
+        toolset: str,
+        schema: Mapping[str, Any],
+        handler: Handler,
+        check_fn: CheckFn | None = None,
+        requires_env: Iterable[str] = (),
+        is_async: bool = False,
+        description: str = "",
+        emoji: str = "",
+        max_result_size_chars: int | None = None,
+        *,
+        agent_level: bool | None = None,
+        schema_patch: SchemaPatch | None = None,
+        override: bool = False,
+        source: str = "",
+    ) -> ToolEntry:
+        """Register a tool; see the module docstring for the conflict rule."""
+        normalized = normalize_function_schema(name, schema)
+        if description:
+            normalized["description"] = description
+        if not callable(handler):
+            raise ToolError(f"tool {name!r}: handler must be callable")
+        if max_result_size_chars is not None and max_result_size_chars < 100:
+            raise ToolError(f"tool {name!r}: max_result_size_chars must be >= 100")
+        entry = ToolEntry(
+            name=name,
+            toolset=toolset,
+            schema=normalized,
+            handler=handler,
+            check_fn=check_fn,
+            requires_env=tuple(requires_env),
+            is_async=is_async,
+            description=normalized["description"],
+            emoji=emoji,
+            max_result_size_chars=max_result_size_chars,
+            agent_level=name in AGENT_LEVEL_TOOLS if agent_level is None else agent_level,
+            schema_patch=schema_patch,
+            source=source,
+        )
+        with self._lock:
+            held = self._tools.get(name)
+            if held is not None and held.toolset != toolset and not override:
+                raise ToolConflictError(
+                    f"tool {name!r} is already registered by toolset {held.toolset!r}"
+                    f"{f' (from {held.source})' if held.source else ''}; "
+                    "pass override=True to replace it"
+                )
+            self._tools[name] = entry
+            if toolset not in self._toolsets:
+                self._toolsets[toolset] = Toolset(toolset, f"Tools registered as {toolset!r}")
+        return entry
+
+    def apply(self, specs: ToolSpecs, *, source: str = "") -> None:
+        for call in specs.calls:
+            self.register(**{"source": source, **call})
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._tools.pop(name, None)
+
+    def register_toolset(self, toolset: Toolset, *, override: bool = False) -> None:
+        with self._lock:
+            if toolset.name in self._toolsets and not override:
+                held = self._toolsets[toolset.name]
+                if held != toolset and (held.tools or held.includes):
+                    raise ToolConflictError(f"toolset {toolset.name!r} is already declared")
+            self._toolsets[toolset.name] = toolset
+
+    # -- lookup -----------------------------------------------------------------------
+
+    def get(self, name: str) -> ToolEntry:
+        with self._lock:
+            entry = self._tools.get(name)
+            if entry is None:
+                raise UnknownToolError(self.unknown_tool_message(name))
+            return entry
+
+    def unknown_tool_message(self, name: str, among: Iterable[str] | None = None) -> str:
+        names = sorted(among if among is not None else self.names())
+        return f"Unknown tool {name!r}{did_you_mean(name, names)}. Available: {', '.join(names)}"
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._tools)
+
+    def entries(self) -> list[ToolEntry]:
+        with self._lock:
+            return [self._tools[n] for n in sorted(self._tools)]
+
+    @property
+    def toolsets(self) -> Mapping[str, Toolset]:
+        with self._lock:
+            return dict(self._toolsets)
+
+    def toolset_members(self) -> dict[str, list[str]]:
+        with self._lock:
+            out: dict[str, list[str]] = {name: [] for name in self._toolsets}
+            for entry in self._tools.values():
+                out.setdefault(entry.toolset, []).append(entry.name)
+            return out
+
+    def resolve_toolsets(self, names: Iterable[str]) -> set[str]:
+        """Tool names reachable from toolset names (recursive; see :mod:`toolsets`)."""
+        with self._lock:
+            return resolve(names, self._toolsets, self.toolset_members(), self._tools)
+
+    def canonical_toolset(self, name: str) -> str:
+        return canonical_name(name, self.toolsets)
+
+    def select(
+        self,
+        enabled_toolsets: Iterable[str] | None = None,
+        disabled_toolsets: Iterable[str] | None = None,
+    ) -> set[str]:
+        """Registered tool names selected by toolsets (before availability).
+
+        enabled only: just those; disabled only: all minus those; both: enabled minus
+        disabled; neither: the config's ``toolsets`` section decides, and with none of it, all.
+        """
+        if enabled_toolsets is None and disabled_toolsets is None:
+            enabled_toolsets = self.config.toolsets.enabled
+            disabled_toolsets = self.config.toolsets.disabled
+        chosen = (
+            self.resolve_toolsets(enabled_toolsets)
+            if enabled_toolsets is not None
+            else set(self.names())
+        )
+        if disabled_toolsets:
+            chosen -= self.resolve_toolsets(disabled_toolsets)
+        return chosen & set(self.names())
+
+    # -- availability -----------------------------------------------------------------
+
+    def availability(self, names: Iterable[str] | None = None) -> dict[str, Availability]:
+        """Check tools; each ``check_fn`` runs at most once per call, exceptions mean no."""
+        cache: dict[int, Availability] = {}
+        out: dict[str, Availability] = {}
+        for name in sorted(self.names() if names is None else names):
+            entry = self.get(name)
+            missing = [v for v in entry.requires_env if not os.environ.get(v)]
+            if missing:
+                out[name] = Availability(False, f"missing environment variable {', '.join(missing)}")
+                continue
+            if entry.check_fn is None:
+                out[name] = Availability(True)
+                continue
+            key = id(entry.check_fn)
+            if key not in cache:
+                cache[key] = self._run_check(entry)
+            out[name] = cache[key]
+        return out
+
+    def _run_check(self, entry: ToolEntry) -> Availability:
+        try:
+            verdict = entry.check_fn(self.config)  # type: ignore[misc]
+        except Exception as exc:
+            log.warning("availability check of %s failed: %s: %s", entry.name,
+                        type(exc).__name__, exc)
+            return Availability(False, f"check failed: {type(exc).__name__}: {exc}")
+        if verdict is True:
+            return Availability(True)
+        if isinstance(verdict, str) and verdict:
+            return Availability(False, verdict)
+        return Availability(False, "availability check returned false")
+
+    def toolset_availability(self) -> dict[str, Availability]:
+        """A toolset is available when at least one of its tools is."""
+        avail = self.availability()
+        out: dict[str, Availability] = {}
+        for name in sorted(self.toolsets):
+            members = sorted(self.resolve_toolsets([name]))
+            if not members:
+                out[name] = Availability(False, "no tools registered")
+                continue
+            up = [m for m in members if avail[m].available]
+            if up:
+                out[name] = Availability(True, f"{len(up)}/{len(members)} tools available")
+            else:
+                reasons = sorted({avail[m].reason for m in members})
+                out[name] = Availability(False, "; ".join(reasons))
+        return out
+
+    # -- definitions for the model ------------------------------------------------------
+
+    def available_tools(
+        self,
+        enabled_toolsets: Iterable[str] | None = None,
+        disabled_toolsets: Iterable[str] | None = None,
+    ) -> list[str]:
+        chosen = self.select(enabled_toolsets, disabled_toolsets)
+        avail = self.availability(chosen)
+        return sorted(n for n in chosen if avail[n].available)
+
+    def get_tool_definitions(
+        self,
+        enabled_toolsets: Iterable[str] | None = None,
+        disabled_toolsets: Iterable[str] | None = None,
+        *,
+        format: Literal["openai", "anthropic"] = "openai",
+    ) -> list[dict[str, Any]]:
+        """Schemas of the selected, available tools, after schema patches, sorted by name."""
+        names = self.available_tools(enabled_toolsets, disabled_toolsets)
+        ctx = DefinitionContext(frozenset(names), self.config, self)
+        out: list[dict[str, Any]] = []
+        for name in names:
+            entry = self.get(name)
+            schema: dict[str, Any] | None = _copy(entry.schema)
+            patches = [entry.schema_patch] if entry.schema_patch else []
+            for patch in patches:
+                try:
+                    schema = patch(schema, ctx)  # type: ignore[arg-type]
+                except Exception:
+                    log.exception("schema patch of %s failed; tool withheld", name)
+                    schema = None
+                if schema is None:
+                    break
+            if schema is None:
+                continue
+            if format == "anthropic":
+                out.append({"name": schema["name"], "description": schema["description"],
+                            "input_schema": schema["parameters"]})
+            else:
+                out.append({"type": "function", "function": schema})
+        return out
+
+    # -- hooks, agent handlers, env passthrough, services ----------------------------------
+
+    def add_hook(self, kind: Literal["pre_tool_call", "post_tool_call"], fn: Callable[..., Any]) -> None:
+        with self._lock:
+            if kind == "pre_tool_call":
+                self._hooks.pre.append(fn)
+            elif kind == "post_tool_call":
+                self._hooks.post.append(fn)
+            else:
+                raise ToolError(f"unknown hook kind {kind!r}; use pre_tool_call or post_tool_call")
+
+    def hooks(self) -> tuple[list[PreHook], list[PostHook]]:
+        with self._lock:
+            return list(self._hooks.pre), list(self._hooks.post)
+
+    def set_agent_handler(self, name: str, handler: Handler | None) -> None:
+        """Install (or remove, with None) the host's handler for an agent-level tool."""
+        with self._lock:
+            if handler is None:
+                self._agent_handlers.pop(name, None)
+            else:
+                self._agent_handlers[name] = handler
+
+    def agent_handler(self, name: str) -> Handler | None:
+        with self._lock:
+            return self._agent_handlers.get(name)
+
+    def add_env_passthrough(self, names: Iterable[str]) -> None:
+        """Variables a skill needs in children (``required_environment_variables``)."""
+        with self._lock:
+            for n in names:
+                if n not in self._env_passthrough:
+                    self._env_passthrough.append(n)
+
+    @property
+    def env_passthrough(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(dict.fromkeys((*self.config.terminal.env_passthrough,
+                                        *self._env_passthrough)))
+
+    def service(self, key: str, factory: Callable[[ToolRegistry], T]) -> T:
+        with self._lock:
+            if self._closed:
+                raise ToolError("registry is closed")
+            if key not in self._services:
+                self._services[key] = factory(self)
+            return self._services[key]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close services (terminal sessions, background processes). Idempotent."""
+        with self._lock:
+            services, self._services = list(self._services.values()), {}
+            self._closed = True
+        for svc in reversed(services):
+            closer = getattr(svc, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:
+                    log.exception("closing %r failed", svc)
+
+    def __enter__(self) -> ToolRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- dispatch (see execengine.dispatch) ------------------------------------------------
+
+    def dispatch(self, name: str, args: Any, *, task_id: str | None = None,
+                 origin: str = "agent", **extras: Any) -> str:
+        """Run one tool call and return the result text for the model; never raises."""
+        from execengine.dispatch import dispatch
+
+        return dispatch(self, name, args, task_id=task_id, origin=origin, extras=extras)
+
+    async def adispatch(self, name: str, args: Any, *, task_id: str | None = None,
+                        origin: str = "agent", **extras: Any) -> str:
+        """Async form of :meth:`dispatch` for hosts running an event loop."""
+        from execengine.dispatch import adispatch
+
+        return await adispatch(self, name, args, task_id=task_id, origin=origin, extras=extras)
+
+
+def _copy(schema: Mapping[str, Any]) -> dict[str, Any]:
+    import copy
+
+    return copy.deepcopy(dict(schema))
