@@ -1,0 +1,93 @@
+"""The launcher interface.
+
+The engine decides *what* runs (argv, environment, working directory, which paths the
+script needs); a :class:`Launcher` decides *how* it is started and killed. Everything the
+launcher needs is in a :class:`LaunchSpec`; everything the engine needs back is a
+:class:`Child`. Limits are enforced by the parent (the engine's timeout) and by the OS
+layers a launcher applies; the child never polices itself.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+
+@dataclass(frozen=True)
+class LaunchLimits:
+    memory_mb: int = 1024
+    cpu_seconds: int | None = None
+    max_processes: int = 64
+    max_file_mb: int = 1024
+    tmp_mb: int = 256
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str
+    #: a unique marker (also in ``env`` as EXECENGINE_RUN_TOKEN) used to find strays
+    run_token: str
+    #: directories the script may write (the working directory, the staging directory)
+    writable_paths: Sequence[str] = ()
+    #: extra directories the script may read (interpreter prefix, project, staging)
+    readable_paths: Sequence[str] = ()
+    #: the private directory holding the RPC socket; must stay reachable
+    socket_dir: str | None = None
+    #: file descriptors the child inherits (the watchdog pipe's read end)
+    pass_fds: Sequence[int] = ()
+    limits: LaunchLimits = field(default_factory=LaunchLimits)
+
+
+class Child(abc.ABC):
+    """A started child. ``stdout``/``stderr`` are the read ends of its pipes (binary)."""
+
+    pid: int
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+
+    @abc.abstractmethod
+    def poll(self) -> int | None:
+        """The exit status if the main process ended (negative = killed by that signal)."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float | None = None) -> int | None:
+        """Wait up to ``timeout`` for the main process; its status, or None."""
+
+    @abc.abstractmethod
+    def terminate(self) -> None:
+        """Ask everything of this execution to stop (SIGTERM to all of it)."""
+
+    @abc.abstractmethod
+    def kill(self) -> None:
+        """Kill everything of this execution, including descendants that left its process
+        group or session, and reap what is ours. After it returns no process of the
+        execution runs (zombies of foreign parents may linger until their reaper runs)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release resources (pipes, cgroup, uid slot). Idempotent; implies :meth:`kill`."""
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Launcher(abc.ABC):
+    """Starts children at one isolation level."""
+
+    #: "none", "restricted" or "isolated"
+    level: str = "none"
+
+    @abc.abstractmethod
+    def launch(self, spec: LaunchSpec) -> Child:
+        """Start the child described by ``spec``; raise SandboxError if it cannot start."""
+
+    def close(self) -> None:
+        """Release launcher-wide resources (a spawner process). Idempotent."""
