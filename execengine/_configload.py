@@ -169,9 +169,8 @@ def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any], fail
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(key, f"expected a number, got {value!r}")
         value = float(value)
-    elif base is str:
-        if not isinstance(value, str):
-            raise fail(key, f"expected a string, got {value!r}")
+    elif base is str and not isinstance(value, str):
+        raise fail(key, f"expected a string, got {value!r}")
     choices = meta.get("choices")
     if choices is not None and value not in choices:
         shown = ", ".join(repr(c) if c is not None else "null" for c in choices)

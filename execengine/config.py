@@ -236,7 +236,7 @@ def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, datacl
             continue
         key = f"{prefix}{f.name}"
         if f.metadata.get("section"):
-            out.extend(iter_options(f.default_factory, key + "."))  # type: ignore[misc, arg-type]
+            out.extend(iter_options(f.default_factory, key + "."))  # type: ignore[arg-type]
         else:
             out.append((key, f))
     return out

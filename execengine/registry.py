@@ -56,7 +56,7 @@ class ToolEntry:
 
     @property
     def parameters(self) -> Mapping[str, Any]:
-        return self.schema["parameters"]  # type: ignore[no-any-return]
+        return self.schema["parameters"]
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,9 @@ class _Hooks:
 class ToolRegistry:
     """Tools, toolsets, hooks and per-registry services."""
 
-    def __init__(self, config: Config | None = None, *, toolsets: Iterable[Toolset] = BUILTIN_TOOLSETS):
+    def __init__(
+        self, config: Config | None = None, *, toolsets: Iterable[Toolset] = BUILTIN_TOOLSETS
+    ) -> None:
         self.config = config or Config()
         self._lock = threading.RLock()
         self._tools: dict[str, ToolEntry] = {}
@@ -271,7 +273,8 @@ class ToolRegistry:
             entry = self.get(name)
             missing = [v for v in entry.requires_env if not os.environ.get(v)]
             if missing:
-                out[name] = Availability(False, f"missing environment variable {', '.join(missing)}")
+                reason = f"missing environment variable {', '.join(missing)}"
+                out[name] = Availability(False, reason)
                 continue
             if entry.check_fn is None:
                 out[name] = Availability(True)
@@ -357,7 +360,9 @@ class ToolRegistry:
 
     # -- hooks, agent handlers, env passthrough, services ----------------------------------
 
-    def add_hook(self, kind: Literal["pre_tool_call", "post_tool_call"], fn: Callable[..., Any]) -> None:
+    def add_hook(
+        self, kind: Literal["pre_tool_call", "post_tool_call"], fn: Callable[..., Any]
+    ) -> None:
         with self._lock:
             if kind == "pre_tool_call":
                 self._hooks.pre.append(fn)
@@ -401,7 +406,7 @@ class ToolRegistry:
                 raise ToolError("registry is closed")
             if key not in self._services:
                 self._services[key] = factory(self)
-            return self._services[key]  # type: ignore[no-any-return]
+            return self._services[key]
 
     def close(self) -> None:
         """Close services (terminal sessions, background processes). Idempotent."""

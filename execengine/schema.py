@@ -48,7 +48,9 @@ def normalize_function_schema(name: str, schema: Mapping[str, Any]) -> dict[str,
     unknown = set(schema) - {"name", "description", "parameters", "strict"}
     if unknown:
         raise SchemaError(f"tool {name!r}: unexpected schema keys {sorted(unknown)}")
-    out = {"name": name, "description": description, "parameters": copy.deepcopy(dict(params))}
+    out: dict[str, Any] = {
+        "name": name, "description": description, "parameters": copy.deepcopy(dict(params))
+    }
     if "strict" in schema:
         out["strict"] = bool(schema["strict"])
     return out
@@ -114,7 +116,7 @@ def _type_ok(value: Any, t: str) -> bool:
     if t == "boolean":
         return isinstance(value, bool)
     if t == "integer":
-        return isinstance(value, int) and not isinstance(value, bool) or (
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
             isinstance(value, float) and value.is_integer()
         )
     if t == "number":

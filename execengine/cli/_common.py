@@ -24,7 +24,7 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
+def table(rows: list[list[Any]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))

@@ -27,7 +27,7 @@ def run_tools(args: argparse.Namespace) -> int:
     reg = registry_from(args)
     names = sorted(reg.resolve_toolsets(args.toolset)) if args.toolset else reg.names()
     avail = reg.availability(names)
-    items = []
+    items: list[dict[str, Any]] = []
     for name in names:
         e = reg.get(name)
         items.append({
@@ -55,7 +55,7 @@ def run_tools(args: argparse.Namespace) -> int:
 def run_toolsets(args: argparse.Namespace) -> int:
     reg = registry_from(args)
     status = reg.toolset_availability()
-    items = []
+    items: list[dict[str, Any]] = []
     for name, ts in sorted(reg.toolsets.items()):
         items.append({
             "name": name, "description": ts.description, "includes": list(ts.includes),

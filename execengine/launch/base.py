@@ -89,5 +89,5 @@ class Launcher(abc.ABC):
     def launch(self, spec: LaunchSpec) -> Child:
         """Start the child described by ``spec``; raise SandboxError if it cannot start."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook
         """Release launcher-wide resources (a spawner process). Idempotent."""

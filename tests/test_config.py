@@ -1,0 +1,141 @@
+import dataclasses
+
+import pytest
+
+from execengine import Config, ConfigError, load_config
+from execengine._configload import find_config, parse
+from execengine.config import iter_options
+
+
+def write(tmp_path, text):
+    p = tmp_path / "config.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_match_the_documented_limits():
+    c = Config()
+    assert c.code_execution.timeout == 300
+    assert c.code_execution.max_tool_calls == 50
+    assert c.code_execution.max_stdout_bytes == 50_000
+    assert c.code_execution.max_stderr_bytes == 10_000
+    assert c.code_execution.mode == "project"
+    assert c.code_execution.memory_mb == 1024
+    assert c.code_execution.max_processes == 64
+
+
+def test_config_is_immutable():
+    c = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.code_execution.timeout = 1  # type: ignore[misc]
+
+
+def test_values_and_origins(tmp_path):
+    p = write(tmp_path, "code_execution:\n  timeout: 5\n  mode: strict\n"
+                        "terminal:\n  env_passthrough: [FOO_TOKEN]\n")
+    c = load_config(p)
+    assert c.code_execution.timeout == 5.0
+    assert isinstance(c.code_execution.timeout, float)
+    assert c.code_execution.mode == "strict"
+    assert c.terminal.env_passthrough == ("FOO_TOKEN",)
+    assert c.origins["code_execution.timeout"] == f"{p}:2"
+    assert "code_execution.max_tool_calls" not in c.origins
+    assert c.source == str(p)
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "fragment"),
+    [
+        ("code_execution:\n  timout: 5\n", "code_execution.timout", "did you mean 'timeout'"),
+        ("code_exec:\n  timeout: 5\n", "code_exec", "did you mean 'code_execution'"),
+        ("code_execution:\n  timeout: soon\n", "code_execution.timeout", "expected a number"),
+        ("code_execution:\n  max_tool_calls: 2.5\n", "code_execution.max_tool_calls",
+         "expected an integer"),
+        ("code_execution:\n  max_tool_calls: true\n", "code_execution.max_tool_calls",
+         "expected an integer"),
+        ("code_execution:\n  timeout: -3\n", "code_execution.timeout", "must be >= 0.1"),
+        ("code_execution:\n  kill_grace: 600\n", "code_execution.kill_grace", "must be <= 60"),
+        ("code_execution:\n  mode: strikt\n", "code_execution.mode", "did you mean 'strict'"),
+        ("code_execution:\n  network: 'yes'\n", "code_execution.network", "true or false"),
+        ("code_execution: 5\n", "code_execution", "expected a mapping"),
+        ("terminal:\n  env_passthrough: [1, 2]\n", "terminal.env_passthrough",
+         "list of strings"),
+        ("web:\n  searxng:\n    ur: x\n", "web.searxng.ur", "did you mean 'url'"),
+        ("code_execution:\n  timeout: 1\n  timeout: 2\n", "code_execution.timeout",
+         "duplicate key"),
+        ("code_execution:\n  timeout: null\n", "code_execution.timeout", "got null"),
+    ],
+)
+def test_bad_values_name_file_key_and_expectation(tmp_path, text, key, fragment):
+    p = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    err = info.value
+    assert err.key == key
+    assert err.path == str(p)
+    assert err.line is not None
+    assert fragment in str(err)
+    assert str(err).startswith(f"{p}:{err.line}:")
+
+
+def test_yaml_syntax_error_has_line_and_column(tmp_path):
+    p = write(tmp_path, "code_execution:\n  timeout: [1,\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(p)
+    assert "YAML syntax error" in str(info.value)
+    assert info.value.line == 3
+    assert info.value.column is not None
+
+
+def test_empty_file_and_null_section_mean_defaults(tmp_path):
+    assert load_config(write(tmp_path, "")) == Config()
+    assert load_config(write(tmp_path, "web:\n")) == Config()
+
+
+def test_missing_explicit_file_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.yaml")
+
+
+def test_search_order(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".execengine").mkdir(parents=True)
+    home_cfg = home / ".execengine" / "config.yaml"
+    home_cfg.write_text("code_execution: {timeout: 7}\n")
+    env_cfg = write(tmp_path, "code_execution: {timeout: 8}\n")
+    explicit = tmp_path / "explicit.yaml"
+    explicit.write_text("code_execution: {timeout: 9}\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("EXECENGINE_CONFIG", raising=False)
+    assert load_config().code_execution.timeout == 7
+    monkeypatch.setenv("EXECENGINE_CONFIG", str(env_cfg))
+    assert load_config().code_execution.timeout == 8
+    assert load_config(explicit).code_execution.timeout == 9
+    home_cfg.unlink()
+    monkeypatch.delenv("EXECENGINE_CONFIG")
+    assert find_config() == (None, "no file (defaults)")
+    assert load_config() == Config()
+
+
+def test_overrides_are_validated_and_recorded():
+    c = Config().with_overrides({"code_execution.timeout": 3, "web.searxng.url": "http://x"},
+                                origin="command line")
+    assert c.code_execution.timeout == 3.0
+    assert c.web.searxng.url == "http://x"
+    assert c.origins["code_execution.timeout"] == "command line"
+    with pytest.raises(ConfigError, match="did you mean 'timeout'"):
+        Config().with_overrides({"code_execution.timout": 3})
+    with pytest.raises(ConfigError, match="must be >= 0.1"):
+        Config().with_overrides({"code_execution.timeout": 0})
+    with pytest.raises(ConfigError, match="unknown section"):
+        Config().with_overrides({"nope.timeout": 0})
+
+
+def test_every_option_has_a_doc():
+    for key, f in iter_options():
+        assert f.metadata.get("doc"), key
+
+
+def test_parse_of_string_source():
+    c = parse("approvals:\n  mode: deny\n", source="inline")
+    assert c.approvals.mode == "deny"

@@ -1,0 +1,174 @@
+import asyncio
+import json
+import logging
+import threading
+
+from execengine import Refuse, ToolRegistry
+
+SCHEMA = {"description": "x", "parameters": {"type": "object", "properties": {
+    "n": {"type": "integer"}}}}
+
+
+def reg_with(handler, **kw):
+    reg = ToolRegistry()
+    reg.register("t", "demo", SCHEMA, handler, **kw)
+    return reg
+
+
+def err(text):
+    return json.loads(text)["error"]
+
+
+def test_results_become_text_at_the_edge():
+    out = reg_with(lambda a, c: {"ok": a}).dispatch("t", {"n": 1})
+    assert json.loads(out) == {"ok": {"n": 1}}
+    assert reg_with(lambda a, c: "plain").dispatch("t", {}) == "plain"
+    assert json.loads(reg_with(lambda a, c: [1, "é"]).dispatch("t", {})) == [1, "é"]
+
+
+def test_errors_never_escape():
+    reg = reg_with(lambda a, c: 1 / 0)
+    failed = "Tool execution failed: ZeroDivisionError: division by zero"
+    assert err(reg.dispatch("t", {})) == failed
+    assert "Unknown tool 'x'" in err(reg.dispatch("x", {}))
+    assert "did you mean 't'" in err(reg.dispatch("tt", {}))
+    assert "must be a JSON object, got list" in err(reg.dispatch("t", [1]))
+    assert "not valid JSON" in err(reg.dispatch("t", "{bad"))
+
+
+def test_json_string_and_empty_arguments():
+    reg = reg_with(lambda a, c: a)
+    assert json.loads(reg.dispatch("t", '{"n": 2}')) == {"n": 2}
+    assert json.loads(reg.dispatch("t", "")) == {}
+    assert json.loads(reg.dispatch("t", None)) == {}
+
+
+def test_result_cap_says_how_much_was_cut():
+    reg = reg_with(lambda a, c: "x" * 1000, max_result_size_chars=100)
+    out = reg.dispatch("t", {})
+    assert out.startswith("x" * 100)
+    assert "900 of 1000 characters cut" in out
+
+
+def test_context_is_passed():
+    seen = {}
+
+    def h(args, ctx):
+        seen.update(task=ctx.task_id, origin=ctx.origin, extra=ctx.extra("approver"))
+        return "ok"
+
+    reg_with(h).dispatch("t", {}, task_id="T1", origin="execute_code", approver="A")
+    assert seen == {"task": "T1", "origin": "execute_code", "extra": "A"}
+
+
+def test_hooks_refuse_rewrite_transform_and_failures_are_ignored(caplog):
+    reg = reg_with(lambda a, c: {"n": a.get("n")})
+    reg.add_hook("pre_tool_call", lambda name, args, ctx: 1 / 0)
+    reg.add_hook("pre_tool_call", lambda name, args, ctx: {"n": 42})
+    reg.add_hook("post_tool_call", lambda name, args, result, ctx: result.upper())
+    reg.add_hook("post_tool_call", lambda name, args, result, ctx: 1 / 0)
+    with caplog.at_level(logging.ERROR):
+        assert reg.dispatch("t", {"n": 1}) == '{"N": 42}'
+    assert "pre_tool_call hook" in caplog.text
+    reg.add_hook("pre_tool_call", lambda name, args, ctx: Refuse("not today"))
+    assert err(reg.dispatch("t", {})) == "Tool call refused: not today"
+
+
+def test_agent_level_tools_need_a_host_handler():
+    reg = ToolRegistry.with_builtins(plugins=False)
+    assert "agent-level tool" in err(reg.dispatch("todo", {}))
+    reg.set_agent_handler("todo", lambda args, ctx: {"todos": []})
+    assert json.loads(reg.dispatch("todo", {})) == {"todos": []}
+
+
+class LoopBound:
+    """A client bound to the loop it was created on, as aiohttp/httpx clients are."""
+
+    def __init__(self):
+        self.loop = asyncio.get_running_loop()
+
+    async def get(self):
+        assert asyncio.get_running_loop() is self.loop, "client used on another loop"
+        await asyncio.sleep(0.01)
+        return id(self.loop)
+
+
+def make_async_registry():
+    state = {}
+
+    async def handler(args, ctx):
+        if "client" not in state:
+            state["client"] = LoopBound()
+        return {"loop": await state["client"].get()}
+
+    reg = ToolRegistry()
+    reg.register("a", "demo", SCHEMA, handler, is_async=True)
+    return reg
+
+
+def test_async_handler_from_sync_code_reuses_one_loop():
+    reg = make_async_registry()
+    first = json.loads(reg.dispatch("a", {}))
+    second = json.loads(reg.dispatch("a", {}))
+    assert first == second  # same long-lived loop: the cached client stays valid
+
+
+def test_async_handler_from_worker_threads_in_parallel():
+    reg = make_async_registry()
+    results = []
+
+    def worker():
+        results.append(json.loads(reg.dispatch("a", {})))
+
+    threads = [threading.Thread(target=worker) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(results) == 10
+    assert len({r["loop"] for r in results}) == 1
+
+
+def test_sync_dispatch_inside_a_running_loop_does_not_nest_loops():
+    reg = make_async_registry()
+
+    async def host():
+        return json.loads(reg.dispatch("a", {}))
+
+    assert "loop" in asyncio.run(host())
+
+
+def test_async_entry_point_does_not_block_the_host_loop():
+    reg = make_async_registry()
+    reg.register("slow", "demo", SCHEMA, lambda a, c: __import__("time").sleep(0.2) or "done")
+
+    async def host():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        t = asyncio.create_task(ticker())
+        out = await asyncio.gather(reg.adispatch("slow", {}), reg.adispatch("a", {}),
+                                   reg.adispatch("nope", {}))
+        t.cancel()
+        return out, ticks
+
+    (slow, a, nope), ticks = asyncio.run(host())
+    assert slow == "done"
+    assert "loop" in json.loads(a)
+    assert "Unknown tool" in err(nope)
+    assert ticks > 3  # the host loop kept running while the sync handler slept
+
+
+def test_async_handler_exception_is_a_result():
+    async def boom(args, ctx):
+        raise ValueError("nope")
+
+    reg = ToolRegistry()
+    reg.register("b", "demo", SCHEMA, boom, is_async=True)
+    assert err(reg.dispatch("b", {})) == "Tool execution failed: ValueError: nope"
+    assert err(asyncio.run(reg.adispatch("b", {}))) == "Tool execution failed: ValueError: nope"
