@@ -1,0 +1,11 @@
+"""Host side of the execute_code RPC (protocol in ``docs/protocol.md``).
+
+:mod:`.protocol` parses and builds messages, :mod:`.channel` is one execution's end
+(secret, allowed tools, budget), :mod:`.server` is the pyzmq loop serving all of them,
+:mod:`.pool` the bounded worker pool that runs tool calls.
+"""
+
+from execengine.rpc.channel import Channel, limit_message, unavailable_message
+from execengine.rpc.server import RpcServer
+
+__all__ = ["Channel", "RpcServer", "limit_message", "unavailable_message"]

@@ -1,0 +1,141 @@
+"""One execution's end of the RPC: its socket directory, secret, allowed tools and budget.
+
+A :class:`Channel` is opened by :meth:`execengine.rpc.RpcServer.open` and closed by the
+engine when the execution ends (the socket is unbound and its private directory removed).
+The budget is checked and incremented under a lock, so concurrent calls from threads,
+tasks and subprocesses of one script never overrun it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from execengine.errors import TransportError
+
+if TYPE_CHECKING:
+    from execengine.rpc.server import RpcServer
+
+#: ``handler(tool, args) -> result text``; must not raise (errors are JSON text)
+CallHandler = Callable[[str, dict[str, Any]], str]
+
+#: sun_path limit of AF_UNIX addresses, including the terminating NUL
+SUN_PATH_MAX = 108 if sys.platform.startswith("linux") else 104
+SOCKET_NAME = "rpc.sock"
+
+
+def unavailable_message(tool: str, allowed: Iterable[str]) -> str:
+    return (f"Tool '{tool}' is not available in execute_code. "
+            f"Available: {', '.join(sorted(allowed))}")
+
+
+def limit_message(limit: int) -> str:
+    return f"Tool call limit reached ({limit}). No more tool calls allowed in this execution."
+
+
+def make_socket_dir(base: str | None = None) -> str:
+    """A new private (0700) directory whose ``rpc.sock`` path fits ``sun_path``.
+
+    ``base`` defaults to the temp dir, falling back to ``/tmp`` when that is too long.
+    """
+    candidates = [base] if base else [tempfile.gettempdir(), "/tmp"]
+    last = ""
+    for root in dict.fromkeys(candidates):
+        path = os.path.join(root, "execengine-rpc-XXXXXXXX", SOCKET_NAME)
+        if len(os.fsencode(path)) < SUN_PATH_MAX:
+            d = tempfile.mkdtemp(prefix="execengine-rpc-", dir=root)
+            os.chmod(d, 0o700)
+            return d
+        last = path
+    raise TransportError(
+        f"socket path {last!r} is longer than the platform limit of {SUN_PATH_MAX - 1} "
+        "bytes; set TMPDIR to a shorter directory"
+    )
+
+
+class Channel:
+    """The RPC state of one execution (thread-safe)."""
+
+    def __init__(
+        self,
+        server: RpcServer,
+        *,
+        exec_id: str,
+        token: str,
+        allowed: Iterable[str],
+        handler: CallHandler,
+        max_tool_calls: int,
+        socket_dir: str,
+    ) -> None:
+        self.server = server
+        self.exec_id = exec_id
+        self._token = token.encode("ascii")
+        self.allowed = frozenset(allowed)
+        self.handler = handler
+        self.max_tool_calls = max_tool_calls
+        self.socket_dir = socket_dir
+        self.socket_path = os.path.join(socket_dir, SOCKET_NAME)
+        self.hello = threading.Event()
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._in_flight = 0
+        self.closed = False
+        self.denied_peers = 0
+
+    @property
+    def endpoint(self) -> str:
+        return f"ipc://{self.socket_path}"
+
+    @property
+    def tool_calls_made(self) -> int:
+        with self._lock:
+            return self._calls
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def authenticate(self, exec_id: str, token: str) -> bool:
+        """Constant-time check of a hello's credentials."""
+        good_token = hmac.compare_digest(token.encode("utf-8", "replace"), self._token)
+        good_exec = hmac.compare_digest(exec_id.encode("utf-8", "replace"),
+                                        self.exec_id.encode("ascii"))
+        return good_token and good_exec
+
+    def admit(self, tool: str) -> str | None:
+        """Reserve one call of the budget; the refusal text when the call may not run."""
+        if tool not in self.allowed:
+            return unavailable_message(tool, self.allowed)
+        with self._lock:
+            if self._calls >= self.max_tool_calls:
+                return limit_message(self.max_tool_calls)
+            self._calls += 1
+            self._in_flight += 1
+        return None
+
+    def finished(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def close(self) -> None:
+        """Unbind the socket and remove its directory. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.server.release(self)
+        finally:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def __enter__(self) -> Channel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

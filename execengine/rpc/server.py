@@ -1,0 +1,302 @@
+"""The host-side RPC server: one loop thread, many executions, a bounded worker pool.
+
+Every execution gets its own pyzmq ``ROUTER`` socket bound at ``ipc://<private dir>/rpc.sock``
+(:class:`~execengine.rpc.channel.Channel`). All sockets are owned by a single loop thread;
+other threads talk to it through a command queue and a wake-up pipe, so no zmq socket is
+ever touched by two threads. Tool calls run in a :class:`~execengine.rpc.pool.WorkerPool`;
+their replies go back through the same queue. Nothing a child sends can raise out of the
+loop: frames are parsed by :mod:`execengine.rpc.protocol` (JSON only) and bad ones are
+answered or dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import deque
+from collections.abc import Iterable
+from concurrent.futures import Future
+from typing import Any
+
+import zmq
+
+from execengine.errors import TransportError
+from execengine.rpc import protocol
+from execengine.rpc.channel import CallHandler, Channel, make_socket_dir
+from execengine.rpc.pool import WorkerPool
+
+log = logging.getLogger(__name__)
+
+#: messages read from one socket before the loop looks at the others (fairness)
+BATCH = 64
+#: peers remembered per channel; more connections than this are ignored
+MAX_PEERS = 256
+
+
+class _Bound:
+    """Loop-thread state of one channel: its socket and what each peer is."""
+
+    def __init__(self, channel: Channel, sock: zmq.Socket[bytes]) -> None:
+        self.channel = channel
+        self.sock = sock
+        self.peers: dict[bytes, bool] = {}  # identity -> authenticated
+
+
+class RpcServer:
+    """Serves tool calls of many concurrent executions. A context manager."""
+
+    def __init__(self, *, max_workers: int = 16, max_message_bytes: int = 16 * 1024 * 1024,
+                 socket_base: str | None = None) -> None:
+        self.max_message_bytes = max_message_bytes
+        self.socket_base = socket_base
+        self._pool = WorkerPool(max_workers)
+        self._ctx: zmq.Context[zmq.Socket[bytes]] | None = None
+        self._lock = threading.Lock()
+        self._commands: deque[tuple[str, Any, Future[Any] | None]] = deque()
+        self._wake_r, self._wake_w = -1, -1
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    # -- public API (any thread) -------------------------------------------------------
+
+    def open(self, *, exec_id: str, token: str, allowed: Iterable[str],
+             handler: CallHandler, max_tool_calls: int) -> Channel:
+        """Bind a new channel; :class:`TransportError` when it cannot."""
+        socket_dir = make_socket_dir(self.socket_base)
+        channel = Channel(self, exec_id=exec_id, token=token, allowed=allowed, handler=handler,
+                          max_tool_calls=max_tool_calls, socket_dir=socket_dir)
+        try:
+            self._call("open", channel)
+        except BaseException:
+            channel.closed = True
+            import shutil
+
+            shutil.rmtree(socket_dir, ignore_errors=True)
+            raise
+        return channel
+
+    def release(self, channel: Channel) -> None:
+        """Unbind ``channel``'s socket (called by :meth:`Channel.close`)."""
+        with self._lock:
+            if self._closed or self._thread is None:
+                return
+        self._call("close", channel)
+
+    def close(self) -> None:
+        """Stop the loop, close every socket and the pool. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._post("stop", None, None)
+            thread.join(5.0)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+        if self._ctx is not None:
+            self._ctx.term()
+        self._pool.close()
+
+    def __enter__(self) -> RpcServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and self._thread is not None:
+            import warnings
+
+            warnings.warn("RpcServer was not closed", ResourceWarning, stacklevel=1)
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _start(self) -> None:
+        # under self._lock
+        self._ctx = zmq.Context()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._thread = threading.Thread(target=self._loop, name="execengine-rpc", daemon=True)
+        self._thread.start()
+
+    def _post(self, kind: str, arg: Any, fut: Future[Any] | None) -> None:
+        self._commands.append((kind, arg, fut))
+        try:
+            os.write(self._wake_w, b"\0")
+        except BlockingIOError:  # the pipe is full: the loop is awake anyway
+            pass
+        except OSError:
+            pass
+
+    def _call(self, kind: str, arg: Any) -> Any:
+        with self._lock:
+            if self._closed:
+                raise TransportError("the RPC server is closed")
+            if self._thread is None:
+                self._start()
+        fut: Future[Any] = Future()
+        self._post(kind, arg, fut)
+        try:
+            return fut.result(10.0)
+        except TimeoutError as exc:
+            raise TransportError(f"the RPC loop did not answer {kind!r} in time") from exc
+
+    def _reply(self, channel: Channel, ident: bytes, payload: bytes) -> None:
+        """Queue a reply from a worker thread."""
+        self._post("send", (channel, ident, payload), None)
+
+    # -- the loop thread ---------------------------------------------------------------
+
+    def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._wake_r, zmq.POLLIN)
+        bound: dict[Channel, _Bound] = {}
+        by_sock: dict[zmq.Socket[bytes], _Bound] = {}
+        try:
+            while True:
+                for sock_or_fd, _ in poller.poll():
+                    if sock_or_fd == self._wake_r:
+                        continue
+                    b = by_sock.get(sock_or_fd)
+                    if b is not None:
+                        self._drain(b)
+                try:
+                    while os.read(self._wake_r, 4096):
+                        pass
+                except BlockingIOError:
+                    pass
+                while self._commands:
+                    kind, arg, fut = self._commands.popleft()
+                    if kind == "stop":
+                        return
+                    try:
+                        value = self._command(kind, arg, poller, bound, by_sock)
+                    except BaseException as exc:
+                        if fut is not None:
+                            fut.set_exception(exc)
+                        else:
+                            log.debug("RPC loop command %s failed", kind, exc_info=True)
+                    else:
+                        if fut is not None:
+                            fut.set_result(value)
+        except Exception:  # pragma: no cover - a bug; keep the host alive and say so
+            log.exception("RPC loop crashed")
+        finally:
+            for b in bound.values():
+                b.sock.close(linger=0)
+
+    def _command(self, kind: str, arg: Any, poller: zmq.Poller,
+                 bound: dict[Channel, _Bound], by_sock: dict[Any, _Bound]) -> Any:
+        if kind == "send":
+            channel, ident, payload = arg
+            b = bound.get(channel)
+            if b is not None:
+                self._send(b, ident, payload)
+            return None
+        if kind == "open":
+            channel = arg
+            assert self._ctx is not None
+            sock = self._ctx.socket(zmq.ROUTER)
+            try:
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
+                sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+                sock.bind(channel.endpoint)
+            except zmq.ZMQError as exc:
+                sock.close(linger=0)
+                raise TransportError(f"cannot bind {channel.endpoint}: {exc}") from exc
+            b = _Bound(channel, sock)
+            bound[channel] = b
+            by_sock[sock] = b
+            poller.register(sock, zmq.POLLIN)
+            return None
+        if kind == "close":
+            b = bound.pop(arg, None)
+            if b is not None:
+                by_sock.pop(b.sock, None)
+                poller.unregister(b.sock)
+                b.sock.close(linger=0)
+            return None
+        raise AssertionError(kind)
+
+    def _send(self, b: _Bound, ident: bytes, payload: bytes) -> None:
+        try:
+            b.sock.send_multipart([ident, payload], zmq.NOBLOCK)
+        except zmq.ZMQError as exc:  # peer gone (EHOSTUNREACH) or not reading (EAGAIN)
+            log.debug("reply to a peer of %s dropped: %s", b.channel.exec_id, exc)
+
+    def _drain(self, b: _Bound) -> None:
+        for _ in range(BATCH):
+            try:
+                frames = b.sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError as exc:  # pragma: no cover - defensive
+                log.debug("recv on %s failed: %s", b.channel.exec_id, exc)
+                return
+            self._handle(b, frames)
+
+    def _handle(self, b: _Bound, frames: list[bytes]) -> None:
+        ident = frames[0]
+        authed = b.peers.get(ident)
+        if authed is False:
+            return  # denied earlier: ignored for good
+        if authed is None:
+            self._greet(b, ident, frames)
+            return
+        if len(frames) != 2:
+            self._send(b, ident, protocol.error(None, "a message must be a single frame"))
+            return
+        msg = protocol.parse(frames[1])
+        if isinstance(msg, protocol.Invalid):
+            self._send(b, ident, protocol.error(msg.id, msg.error))
+        elif isinstance(msg, protocol.Hello):
+            self._send(b, ident, protocol.error(None, "already authenticated"))
+        else:
+            self._dispatch(b, ident, msg)
+
+    def _greet(self, b: _Bound, ident: bytes, frames: list[bytes]) -> None:
+        channel = b.channel
+        if len(b.peers) >= MAX_PEERS:
+            return
+        msg = protocol.parse(frames[1]) if len(frames) == 2 else None
+        if isinstance(msg, protocol.Hello) and channel.authenticate(msg.exec_id, msg.token):
+            b.peers[ident] = True
+            self._send(b, ident, protocol.welcome(channel.exec_id, channel.max_tool_calls))
+            channel.hello.set()
+            return
+        b.peers[ident] = False
+        channel.denied_peers += 1
+        why = ("bad credentials" if isinstance(msg, protocol.Hello)
+               else "the first message must be a hello")
+        self._send(b, ident, protocol.denied(why))
+
+    def _dispatch(self, b: _Bound, ident: bytes, call: protocol.Call) -> None:
+        channel = b.channel
+        refusal = channel.admit(call.tool)
+        if refusal is not None:
+            text = json.dumps({"error": refusal}, ensure_ascii=False)
+            self._send(b, ident, protocol.result(call.id, text))
+            return
+
+        def job() -> None:
+            try:
+                if channel.closed:
+                    return
+                try:
+                    text = channel.handler(call.tool, call.args)
+                except Exception as exc:  # the handler should not raise; be safe anyway
+                    log.exception("tool handler for %s raised", call.tool)
+                    text = json.dumps({"error": f"Tool execution failed: {exc}"})
+                if not isinstance(text, str):
+                    text = json.dumps(text, ensure_ascii=False, default=str)
+                if not channel.closed:
+                    self._reply(channel, ident, protocol.result(call.id, text))
+            finally:
+                channel.finished()
+
+        self._pool.submit(job)

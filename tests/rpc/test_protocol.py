@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+
+from execengine.rpc import protocol
+from execengine.rpc.protocol import Call, Hello, Invalid, parse
+
+
+def test_hello_and_call_parse():
+    assert parse(b'{"v":1,"type":"hello","exec":"e","token":"t","pid":3}') == Hello("e", "t", 3)
+    assert parse(b'{"v":1,"type":"call","id":"7","tool":"x","args":{"a":1}}') == Call(
+        "7", "x", {"a": 1})
+    assert parse(b'{"v":1,"type":"call","id":8,"tool":"x"}') == Call("8", "x", {})
+
+
+def test_bad_messages_are_values_with_reasons():
+    cases = {
+        b"\xff\xfe": "UTF-8 JSON",
+        b"{not json": "UTF-8 JSON",
+        b"[1,2]": "JSON object",
+        b'{"v":2,"type":"call","id":"1","tool":"x"}': "version",
+        b'{"v":1,"type":"call","tool":"x"}': "'id'",
+        b'{"v":1,"type":"call","id":"1","tool":""}': "'tool'",
+        b'{"v":1,"type":"call","id":"1","tool":"x","args":[1]}': "'args'",
+        b'{"v":1,"type":"zzz","id":"1"}': "unknown message type",
+        b'{"v":1,"type":"hello","exec":1,"token":"t"}': "hello",
+    }
+    for frame, needle in cases.items():
+        msg = parse(frame)
+        assert isinstance(msg, Invalid), frame
+        assert needle in msg.error, (frame, msg.error)
+    # the id is kept when the reply can name the request
+    assert parse(b'{"v":1,"type":"call","id":"9","tool":"x","args":3}').id == "9"
+    assert parse(b'{"v":1,"type":"call","id":"' + b"x" * 500 + b'","tool":"x"}').id is None
+
+
+def test_replies_are_versioned_json():
+    assert json.loads(protocol.result("3", "ok")) == {"v": 1, "type": "result", "id": "3",
+                                                      "result": "ok"}
+    assert json.loads(protocol.error(None, "bad"))["id"] is None
+    assert json.loads(protocol.welcome("e", 5))["max_tool_calls"] == 5
+    assert json.loads(protocol.denied("no"))["type"] == "denied"
