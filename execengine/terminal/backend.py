@@ -1,0 +1,126 @@
+"""The terminal backend seam: where shell commands run.
+
+A :class:`TerminalBackend` runs a foreground command to completion, starts background
+processes and manages them, and reports each command's final working directory so that
+``cd`` sticks. The local backend (:mod:`execengine.terminal.local`) runs ``bash`` on this
+machine; :class:`execengine.terminal.fake.FakeBackend` answers from a script for tests of
+the layers above; remote backends (SSH, containers) can implement the same few methods.
+
+Outcomes are values: a command that fails or times out is a :class:`CommandResult`, not an
+exception. Only a backend that cannot start anything at all raises
+:class:`execengine.errors.TerminalError`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from execengine.errors import ToolError
+
+#: exit code reported for a command killed at its timeout (as coreutils ``timeout`` does)
+TIMEOUT_EXIT_CODE = 124
+
+
+class TerminalError(ToolError):
+    """The terminal backend cannot run anything (no bash, bad working directory, closed)."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a foreground command did."""
+
+    output: str
+    exit_code: int
+    duration: float
+    #: the working directory when the command ended (``None``: unknown, keep the old one)
+    cwd: str | None = None
+    timed_out: bool = False
+    truncated: bool = False
+    #: characters the command printed in total (``len(output)`` unless truncated)
+    total_chars: int = 0
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """A snapshot of one background process."""
+
+    id: str
+    command: str
+    pid: int
+    cwd: str
+    started: float
+    running: bool
+    exit_code: int | None
+    pty: bool
+    #: characters of output produced so far (absolute offset of the end of the log)
+    output_chars: int = 0
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Output of a background process after some offset."""
+
+    text: str
+    #: pass this back as ``since`` to get only what follows
+    offset: int
+    #: characters between ``since`` and the oldest kept one that the ring buffer dropped
+    dropped: int = 0
+
+
+class TerminalBackend(abc.ABC):
+    """Runs commands for one registry; background processes are keyed by ``task``."""
+
+    @abc.abstractmethod
+    def run(
+        self,
+        command: str,
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        timeout: float,
+        max_output_chars: int,
+        pty: bool = False,
+    ) -> CommandResult:
+        """Run ``command`` in ``cwd`` until it ends or ``timeout`` seconds pass."""
+
+    @abc.abstractmethod
+    def start(
+        self, command: str, *, task: str, cwd: str, env: Mapping[str, str], pty: bool = False
+    ) -> ProcessInfo:
+        """Start ``command`` in the background; returns at once."""
+
+    @abc.abstractmethod
+    def processes(self, task: str | None = None) -> list[ProcessInfo]:
+        """Background processes of ``task`` (all tasks when ``None``), oldest first."""
+
+    @abc.abstractmethod
+    def poll(self, proc_id: str, *, task: str) -> ProcessInfo:
+        """Current status; ``KeyError`` for an unknown id."""
+
+    @abc.abstractmethod
+    def read(self, proc_id: str, *, task: str, since: int | None = None) -> LogChunk:
+        """Output after ``since`` (default: what this caller has not read yet)."""
+
+    @abc.abstractmethod
+    def wait(self, proc_id: str, *, task: str, timeout: float) -> ProcessInfo:
+        """Wait up to ``timeout`` seconds for the process to end; its status either way."""
+
+    @abc.abstractmethod
+    def kill(self, proc_id: str, *, task: str) -> ProcessInfo:
+        """Stop the process and everything it started; its final status."""
+
+    @abc.abstractmethod
+    def close_task(self, task: str) -> None:
+        """Kill every background process of ``task``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Kill every background process. Idempotent."""
+
+    def __enter__(self) -> TerminalBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
