@@ -190,6 +190,7 @@ class AgentConfig:
     batch_timeout: float = option(600.0, "limit for one parallel batch, seconds", min=1.0)
     request_timeout: float = option(120.0, "HTTP timeout of one model call, seconds", min=1.0)
     memory_file: str = option("~/.execengine/memory.json", "reference memory tool's file")
+    empty_retries: int = option(2, "model calls repeated after an empty answer", min=0, max=10)
 
 
 @dataclass(frozen=True)
