@@ -97,6 +97,11 @@ class TerminalConfig:
     )
     timeout: float = option(180.0, "default foreground command timeout, seconds", min=0.1)
     max_output_chars: int = option(50_000, "command output kept (head + tail)", min=256)
+    kill_grace: float = option(2.0, "seconds between SIGTERM and SIGKILL", min=0.0, max=60.0)
+    max_background: int = option(16, "background processes running at once", min=1)
+    background_buffer_chars: int = option(
+        200_000, "output kept per background process (ring buffer)", min=1024
+    )
 
 
 @dataclass(frozen=True)

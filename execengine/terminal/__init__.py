@@ -1,0 +1,27 @@
+"""The terminal: shell commands behind a small backend interface.
+
+``backend`` (the interface and result values), ``local`` (bash on this machine), ``fake``
+(scripted, for tests), ``session`` (per-registry state: working directories, processes),
+``procs`` / ``_pump`` / ``output`` (spawning, killing, reading, bounding output).
+"""
+
+from __future__ import annotations
+
+from execengine.terminal.backend import (
+    CommandResult,
+    LogChunk,
+    ProcessInfo,
+    TerminalBackend,
+    TerminalError,
+)
+from execengine.terminal.session import TERMINAL, TerminalService
+
+__all__ = [
+    "TERMINAL",
+    "CommandResult",
+    "LogChunk",
+    "ProcessInfo",
+    "TerminalBackend",
+    "TerminalError",
+    "TerminalService",
+]
