@@ -1,0 +1,70 @@
+"""``patch`` in patch mode: a multi-file unified diff, validated whole before any write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from execengine.fileops import udiff
+from execengine.fileops.commit import Change, commit_all
+from execengine.fileops.diffs import unified
+from execengine.fileops.errors import FileOpError
+from execengine.fileops.paths import Scope
+from execengine.fileops.textio import read_text
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    path: str
+    action: str
+    hunks: int
+
+
+def apply_patch(scope: Scope, text: str) -> dict[str, Any]:
+    """Apply every file of the patch ``text`` or none; returns the tool result."""
+    if not isinstance(text, str) or not text.strip():
+        raise FileOpError("mode='patch' needs the patch text in the 'patch' argument")
+    changes: list[Change] = []
+    outcomes: list[FileOutcome] = []
+    diffs: list[str] = []
+    claimed: set[str] = set()
+    for fp in udiff.parse(text):
+        src = scope.path(fp.old_path, "patching")[0] if fp.old_path else None
+        dst = scope.path(fp.new_path, "patching")[0] if fp.new_path else None
+        for p in (src, dst):
+            if p is not None and str(p) in claimed:
+                raise FileOpError(f"patch changes {scope.show(p)!r} twice; merge its hunks into "
+                                  "one file section")
+        if src is None:
+            assert dst is not None
+            if dst.exists() and dst.stat().st_size > 0:
+                raise FileOpError(f"patch creates {scope.show(dst)!r}, which already exists; "
+                                  "no file was changed")
+            before = ""
+        else:
+            if not src.exists():
+                raise FileOpError(f"patch modifies {scope.show(src)!r}, which does not exist; "
+                                  "no file was changed")
+            before = read_text(src, "patch", strict=True)
+        after = udiff.apply(fp, before)
+        shown = scope.show(dst or src)  # type: ignore[arg-type]
+        if dst is None:
+            assert src is not None
+            if after.strip():
+                raise FileOpError(f"patch deletes {shown!r} but its hunks do not remove all "
+                                  "of its content; no file was changed")
+            changes.append(Change(src, None, src.read_bytes()))
+        else:
+            original = dst.read_bytes() if dst.exists() else None
+            changes.append(Change(dst, after.encode("utf-8"), original))
+            if src is not None and src != dst:
+                changes.append(Change(src, None, src.read_bytes()))
+        claimed.update(str(p) for p in (src, dst) if p is not None)
+        outcomes.append(FileOutcome(shown, fp.action, len(fp.hunks)))
+        diffs.append(unified(before, after, shown, created=src is None, deleted=dst is None))
+    commit_all(changes)
+    return {
+        "success": True,
+        "files": [{"path": o.path, "action": o.action, "hunks": o.hunks} for o in outcomes],
+        "diff": "".join(diffs),
+    }

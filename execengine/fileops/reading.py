@@ -1,0 +1,142 @@
+"""``read_file``: a window of numbered lines from a text file, with paging hints.
+
+Lines are numbered from 1 as ``"{n:>6}|{text}"``. A line longer than :data:`MAX_LINE_CHARS`
+is cut with a marker saying how long it was; the whole window is capped at ``max_chars``
+(the rest is one ``offset=`` away). The file is streamed, so a huge file costs memory only
+for the window returned.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from execengine.fileops.errors import FileOpError
+from execengine.fileops.textio import SNIFF_BYTES, looks_binary
+
+MAX_LINE_CHARS = 2000
+MAX_LIMIT = 5000
+
+
+@dataclass
+class ReadResult:
+    path: str
+    content: str
+    total_lines: int
+    offset: int
+    lines_returned: int
+    file_size: int
+    truncated: bool = False
+    next_offset: int | None = None
+    long_lines: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "content": self.content,
+            "total_lines": self.total_lines,
+            "offset": self.offset,
+            "lines_returned": self.lines_returned,
+            "file_size": self.file_size,
+            "truncated": self.truncated,
+        }
+        if self.long_lines:
+            out["long_lines"] = self.long_lines
+        hints = []
+        if self.long_lines:
+            hints.append(f"{len(self.long_lines)} line(s) longer than {MAX_LINE_CHARS} "
+                         "characters were cut")
+        if self.next_offset is not None:
+            out["next_offset"] = self.next_offset
+            hints.append(f"showing lines {self.offset}-{self.next_offset - 1} of "
+                         f"{self.total_lines}; use offset={self.next_offset} to continue")
+        if hints:
+            out["hint"] = "; ".join(hints)
+        return out
+
+
+def check_window(offset: Any, limit: Any) -> tuple[int, int]:
+    for name, value in (("offset", offset), ("limit", limit)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise FileOpError(f"{name} must be an integer, got {value!r}")
+    if offset < 1:
+        raise FileOpError(f"offset is 1-based (the first line is 1), got {offset}")
+    if limit < 1:
+        raise FileOpError(f"limit must be at least 1, got {limit}")
+    return offset, min(limit, MAX_LIMIT)
+
+
+def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int) -> ReadResult:
+    """Read lines ``offset .. offset+limit-1`` of ``path`` (already resolved and allowed)."""
+    if path.is_dir():
+        raise FileOpError(f"Cannot read {shown!r}: it is a directory; use search_files with "
+                          "target='files' to list it", is_directory=True)
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, streamed
+    except FileNotFoundError:
+        raise FileOpError(f"File not found: {shown!r}") from None
+    except PermissionError:
+        raise FileOpError(f"Permission denied: {shown!r}") from None
+    except OSError as exc:
+        raise FileOpError(f"Cannot read {shown!r}: {exc.strerror or exc}") from exc
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = fh.read(SNIFF_BYTES)
+        if looks_binary(head):
+            raise FileOpError(
+                f"Cannot read {shown!r}: it is a binary file ({size} bytes), not text",
+                binary=True, file_size=size,
+            )
+        fh.seek(0)
+        return _collect(fh, shown, offset, limit, max_chars, size)
+
+
+def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
+             size: int) -> ReadResult:
+    parts: list[str] = []
+    used = 0
+    total = 0
+    returned = 0
+    long_lines: list[int] = []
+    stopped_at: int | None = None  # first line not shown although inside the window
+    for number, raw in enumerate(fh, start=1):
+        total = number
+        if number < offset or number >= offset + limit or stopped_at is not None:
+            continue
+        text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if len(text) > MAX_LINE_CHARS:
+            long_lines.append(number)
+            text = (text[:MAX_LINE_CHARS]
+                    + f" … [line cut: {len(text)} characters, {MAX_LINE_CHARS} shown]")
+        row = f"{number:>6}|{text}"
+        if returned and used + len(row) + 1 > max_chars:
+            stopped_at = number
+            continue
+        parts.append(row)
+        used += len(row) + 1
+        returned += 1
+    if total and offset > total:
+        raise FileOpError(
+            f"offset {offset} is past the end of {shown!r}, which has {total} lines",
+            total_lines=total,
+        )
+    if total == 0 and offset > 1:
+        raise FileOpError(f"offset {offset} is past the end of {shown!r}, which is empty",
+                          total_lines=0)
+    last_shown = offset + returned - 1
+    next_offset = last_shown + 1 if last_shown < total else None
+    return ReadResult(
+        path=shown,
+        content="\n".join(parts),
+        total_lines=total,
+        offset=offset,
+        lines_returned=returned,
+        file_size=size,
+        truncated=stopped_at is not None,
+        next_offset=next_offset,
+        long_lines=long_lines,
+    )

@@ -1,0 +1,129 @@
+"""Bytes on disk: binary detection, reading text, atomic writes.
+
+:func:`atomic_write` never leaves a half-written file: the data goes to a temporary file in
+the same directory, is flushed and fsynced, gets the old file's mode (and owner, when we may
+set it) and is renamed over the target; the directory is fsynced after. A symlink target is
+written through (the link stays a link).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from execengine.fileops.errors import FileOpError
+
+#: how much of a file :func:`looks_binary` inspects
+SNIFF_BYTES = 8192
+_TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
+
+
+def looks_binary(sample: bytes) -> bool:
+    """True for data that is not text: a NUL byte, or mostly control bytes / invalid UTF-8."""
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # a multi-byte character cut at the end of the sample is still text
+        if exc.start < len(sample) - 4:
+            odd = sum(1 for b in sample if b >= 0x80 or (b < 32 and b not in _TEXT_CONTROL))
+            return odd / len(sample) > 0.30
+    odd = sum(1 for b in sample if b < 32 and b not in _TEXT_CONTROL)
+    return odd / len(sample) > 0.10
+
+
+def read_text(path: Path, what: str = "read", *, strict: bool = False) -> str:
+    """The whole file as UTF-8 text; binary is refused, and so is invalid UTF-8 if ``strict``.
+
+    Editing tools read strictly: writing back a decoded-with-replacement text would destroy
+    the bytes that did not decode.
+    """
+    data = read_bytes(path, what)
+    if looks_binary(data[:SNIFF_BYTES]):
+        raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is a binary file "
+                          f"({len(data)} bytes)", binary=True)
+    try:
+        return data.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError as exc:
+        raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is not valid UTF-8 (byte "
+                          f"{exc.start}); rewrite it with write_file instead") from None
+
+
+def read_bytes(path: Path, what: str = "read") -> bytes:
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is a directory") from None
+    except FileNotFoundError:
+        raise FileOpError(f"File not found: {os.fspath(path)!r}") from None
+    except PermissionError:
+        raise FileOpError(f"Permission denied: {os.fspath(path)!r}") from None
+    except OSError as exc:
+        raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+
+
+def atomic_write(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` atomically; returns True when the file was created."""
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise FileOpError(f"Cannot write {os.fspath(path)!r}: it is a directory")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise FileOpError(f"Cannot write {os.fspath(path)!r}: a parent is not a "
+                          "directory") from None
+    except OSError as exc:
+        raise FileOpError(f"Cannot create the folder of {os.fspath(path)!r}: "
+                          f"{exc.strerror or exc}") from exc
+    try:
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    except OSError as exc:
+        raise FileOpError(f"Cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise FileOpError(f"Cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if old is not None:
+            os.chmod(tmp, stat.S_IMODE(old.st_mode))
+            if hasattr(os, "chown"):
+                with contextlib.suppress(OSError):
+                    os.chown(tmp, old.st_uid, old.st_gid)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise FileOpError(f"Cannot write {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+        raise
+    _fsync_dir(target.parent)
+    return old is None
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
