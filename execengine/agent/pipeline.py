@@ -170,7 +170,8 @@ class ToolCallPipeline:
         runnable: list[tuple[ToolCall, str, dict[str, Any], str]] = []
         for call in t.tool_calls:
             res = resolve_tool_name(call.name, self.parameters, cutoff=self.name_cutoff)
-            base = CallOutcome(call.id, call.name, res.name, "unknown_tool", res.error,
+            base = CallOutcome(call.id, call.name, res.name, "unknown_tool",
+                               error_result(res.error),
                                raw_arguments=call.arguments, repair=res.repair)
             if res.name is None:
                 outcomes[call.id] = base
@@ -178,8 +179,8 @@ class ToolCallPipeline:
             parsed = check_arguments(call.arguments, res.name, self.parameters[res.name],
                                      truncated_response=t.truncated)
             if not parsed.ok:
-                outcomes[call.id] = replace(base, status=parsed.status, result=parsed.error,
-                                            args=parsed.args)
+                outcomes[call.id] = replace(base, status=parsed.status,
+                                            result=error_result(parsed.error), args=parsed.args)
                 continue
             assert parsed.args is not None
             runnable.append((call, res.name, parsed.args, res.repair))
