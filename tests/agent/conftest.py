@@ -239,7 +239,9 @@ def gate() -> Gate:
 
 
 @pytest.fixture
-def make_registry(tmp_path: Path, gate: Gate) -> Iterator[Callable[..., tuple[ToolRegistry, Tools]]]:
+def make_registry(
+    tmp_path: Path, gate: Gate
+) -> Iterator[Callable[..., tuple[ToolRegistry, Tools]]]:
     made: list[ToolRegistry] = []
 
     def make(config: Config | None = None) -> tuple[ToolRegistry, Tools]:

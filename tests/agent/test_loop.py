@@ -175,7 +175,7 @@ def test_non_overlapping_calls_run_in_parallel(chat_server, make_registry, gate,
     for name in ("a", "b"):
         (tmp_path / f"{name}.txt").write_text(name)
     gate.target = 3
-    reg, tools = make_registry()
+    reg, _ = make_registry()
     chat_server.play(
         reply(None, call("read_file", {"path": "a.txt"}, "1"),
               call("write_file", {"path": "out/c.txt", "content": "c"}, "2"),
