@@ -1,0 +1,183 @@
+"""Entry point of the sandboxed child: ``python -m _execengine.bootstrap <staging>/script.py``.
+
+``PYTHONPATH`` holds the staging directory, where ``_execengine/`` is a copy of this package
+and ``hermes_tools.py`` the rendered stub. In order, the bootstrap:
+
+1. makes the process a child subreaper (Linux), so descendants that ``setsid`` or
+   double-fork are reparented to it and the host can find and kill them;
+2. starts the watchdog on ``EXECENGINE_WATCHDOG_FD`` (removed from the environment): EOF on
+   that pipe means the host is gone, and the process group is killed with SIGKILL;
+3. connects to the host and says hello in a background thread, so the script does not wait
+   for it (the first tool call does);
+4. runs the script as ``__main__`` the way ``python script.py`` would: ``sys.argv`` is
+   ``[script]``, ``__file__`` is its absolute path and ``sys.path[0]`` its directory
+   (replacing the working directory that ``-m`` put there; ``hermes_tools`` stays
+   importable through ``PYTHONPATH``);
+5. reports an uncaught exception through ``sys.excepthook`` with the bootstrap's own frames
+   removed and exits 1 (130 for ``KeyboardInterrupt``); ``SystemExit`` behaves as usual;
+6. flushes stdout/stderr and closes the connection at exit (after the script's non-daemon
+   threads have finished).
+
+Start-up cost is kept small: the RPC client is imported by the background thread.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENV_WATCHDOG_FD = "EXECENGINE_WATCHDOG_FD"
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+EXIT_KEYBOARD_INTERRUPT = 130
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux only); True if it worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch(fd: int) -> None:
+    """Block on the watchdog pipe; on EOF (or a read error) kill the group and leave."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+    _kill_everything()
+
+
+def _kill_everything() -> None:
+    import signal
+
+    try:
+        # only a group of our own: when started without a new group (by hand, in a test
+        # runner) killing the group would hit our parent too
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+    finally:
+        os._exit(137)
+
+
+def start_watchdog(environ=os.environ) -> bool:
+    """Start the watchdog thread if ``EXECENGINE_WATCHDOG_FD`` names an open descriptor.
+    The variable is removed and the descriptor made non-inheritable either way."""
+    value = environ.pop(ENV_WATCHDOG_FD, None)
+    if not value:
+        return False
+    try:
+        fd = int(value)
+        os.fstat(fd)
+        os.set_inheritable(fd, False)
+    except (ValueError, OSError):
+        sys.stderr.write(f"execengine: ignoring bad {ENV_WATCHDOG_FD}={value!r}\n")
+        return False
+    import _thread
+
+    _thread.start_new_thread(_watch, (fd,))
+    return True
+
+
+def _connect_in_background() -> None:
+    if not os.environ.get("EXECENGINE_RPC_ENDPOINT"):
+        return
+    import _thread
+
+    _thread.start_new_thread(_hello, ())
+
+
+def _hello() -> None:
+    try:
+        from .client import get_client
+
+        get_client().connect()
+    except Exception:  # kept by the client; the first tool call reports it
+        pass
+
+
+def _close_client() -> None:
+    client_module = sys.modules.get(__package__ + ".client") if __package__ else None
+    if client_module is not None and client_module._client is not None:
+        client = client_module._client
+        if client.pid == os.getpid():
+            client.close()
+
+
+def _strip_own_frames(tb):
+    own = os.path.normcase(os.path.abspath(__file__))
+    while tb is not None and os.path.normcase(os.path.abspath(
+            tb.tb_frame.f_code.co_filename)) == own:
+        tb = tb.tb_next
+    return tb
+
+
+def run_script(path: str) -> int:
+    """Run the script at ``path`` as ``__main__``; the exit status for an uncaught
+    exception (``SystemExit`` propagates)."""
+    import types
+
+    abspath = os.path.abspath(path)
+    sys.argv[:] = [path]
+    if not getattr(sys.flags, "safe_path", False):  # -P / PYTHONSAFEPATH: no script dir
+        sys.path[0] = os.path.dirname(abspath)
+    main = types.ModuleType("__main__")
+    main.__dict__.update({"__file__": abspath, "__cached__": None, "__package__": None,
+                          "__spec__": None, "__builtins__": __builtins__})
+    try:
+        import importlib.machinery
+
+        main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
+    except ImportError:
+        pass
+    sys.modules["__main__"] = main
+    try:
+        with open(abspath, "rb") as f:
+            source = f.read()
+        code = compile(source, abspath, "exec", dont_inherit=True)
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        sys.excepthook(type(exc), exc, _strip_own_frames(exc.__traceback__))
+        return EXIT_KEYBOARD_INTERRUPT if isinstance(exc, KeyboardInterrupt) else 1
+    return 0
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def main(argv=None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m _execengine.bootstrap SCRIPT.py\n")
+        return 2
+    become_subreaper()
+    start_watchdog()
+    _connect_in_background()
+    import atexit
+
+    atexit.register(_close_client)
+    try:
+        return run_script(args[0])
+    finally:
+        _flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

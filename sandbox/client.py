@@ -1,0 +1,407 @@
+"""The child's RPC client: tool calls from a script to the execengine host.
+
+One connection per process (a forked child opens its own), set up from the environment
+(``EXECENGINE_RPC_ENDPOINT``, ``EXECENGINE_RPC_TOKEN``, ``EXECENGINE_EXEC_ID``; never argv).
+Every request carries an id and a reader thread hands each reply to whoever waits for that
+id, so calls from many threads and many asyncio tasks are in flight at the same time.
+Asyncio waiters are woken with ``loop.call_soon_threadsafe``: no thread per call.
+
+A tool's own failure is a result (usually ``{"error": ...}``) for the script to inspect; a
+failure of the RPC itself (no host, denied, connection lost, protocol error) raises
+:class:`ToolCallError`. Timeouts are the host's business: it kills the script.
+See ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import threading
+
+from . import zmtp
+
+__all__ = ["RpcClient", "ToolCallError", "acall_tool", "call_tool", "decode_result",
+           "get_client"]
+
+PROTOCOL_VERSION = 1
+ENV_ENDPOINT = "EXECENGINE_RPC_ENDPOINT"
+ENV_TOKEN = "EXECENGINE_RPC_TOKEN"
+ENV_EXEC_ID = "EXECENGINE_EXEC_ID"
+
+
+class ToolCallError(RuntimeError):
+    """A tool call could not be made or answered (not a tool's own error result)."""
+
+
+def decode_result(result):
+    """The script-facing value of a result text: JSON decoded once, and once more when
+    that gives a string that is itself JSON; text that is not JSON stays a string."""
+    if not isinstance(result, str):
+        return result
+    try:
+        value = json.loads(result)
+    except ValueError:
+        return result
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+class _Waiter:
+    """A thread blocked on one request."""
+
+    __slots__ = ("_event", "error", "reply")
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reply = None
+        self.error = None  # type: BaseException | None
+
+    def resolve(self, reply: dict) -> None:
+        self.reply = reply
+        self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self._event.set()
+
+    def wait(self) -> dict:
+        self._event.wait()
+        if self.error is not None:
+            raise self.error
+        return self.reply  # type: ignore[return-value]
+
+
+class _AsyncWaiter:
+    """An asyncio future waiting for one request, woken from the reader thread."""
+
+    __slots__ = ("future", "loop")
+
+    def __init__(self, loop, future) -> None:
+        self.loop = loop
+        self.future = future
+
+    def resolve(self, reply: dict) -> None:
+        self._deliver(_set_result, reply)
+
+    def fail(self, error: BaseException) -> None:
+        self._deliver(_set_exception, error)
+
+    def _deliver(self, fn, value) -> None:
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            self.loop.call_soon_threadsafe(fn, self.future, value)
+
+
+def _set_result(future, value) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future, error) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+class RpcClient:
+    """A connection to the host; see the module docstring.
+
+    ``connect()`` is called lazily by the first call (or eagerly by :meth:`start`);
+    :meth:`close` is idempotent. ``connector(path) -> ZmtpConnection`` is the transport seam.
+    """
+
+    def __init__(self, endpoint: str | None, token: str | None, exec_id: str | None, *,
+                 handshake_timeout: float = 30.0, connector=None) -> None:
+        self.endpoint = endpoint
+        self._token = token
+        self.exec_id = exec_id
+        self._handshake_timeout = handshake_timeout
+        self._connector = connector or self._zmtp_connect
+        self.pid = os.getpid()
+        self.max_tool_calls = None  # type: int | None
+        self._conn = None  # type: zmtp.ZmtpConnection | None
+        self._connect_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending = {}  # type: dict
+        self._ids = itertools.count(1)
+        self._failure = None  # type: str | None
+        self._closed = False
+        self._reader = None  # type: threading.Thread | None
+
+    @classmethod
+    def from_environ(cls, environ=None) -> RpcClient:
+        env = os.environ if environ is None else environ
+        return cls(env.get(ENV_ENDPOINT), env.get(ENV_TOKEN), env.get(ENV_EXEC_ID))
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _zmtp_connect(self, path: str):
+        return zmtp.connect(path, timeout=self._handshake_timeout)
+
+    def connect(self) -> None:
+        """Connect and say hello unless done; raise :class:`ToolCallError` on failure.
+
+        Threads arriving while another connects wait for its outcome. A failure is final:
+        every later call reports it.
+        """
+        if self._conn is not None and self._failure is None:
+            return
+        with self._connect_lock:
+            if self._failure is not None:
+                raise ToolCallError(self._failure)
+            if self._conn is not None:
+                return
+            try:
+                self._conn = self._open()
+            except ToolCallError as exc:
+                self._failure = str(exc)
+                raise
+            self._reader = threading.Thread(target=self._read_loop, name="execengine-rpc",
+                                            daemon=True)
+            self._reader.start()
+
+    def _open(self):
+        if self._closed:
+            raise ToolCallError("the RPC connection to the execengine host is closed")
+        missing = [name for name, value in ((ENV_ENDPOINT, self.endpoint),
+                                             (ENV_TOKEN, self._token),
+                                             (ENV_EXEC_ID, self.exec_id)) if not value]
+        if missing:
+            raise ToolCallError(f"not running under execengine: {', '.join(missing)} not set")
+        try:
+            conn = self._connector(self.endpoint)
+        except zmtp.ZmtpError as exc:
+            raise ToolCallError(
+                f"cannot reach the execengine host at {self.endpoint}: {exc}") from None
+        try:
+            hello = {"v": PROTOCOL_VERSION, "type": "hello", "exec": self.exec_id,
+                     "token": self._token, "pid": os.getpid()}
+            conn.send(json.dumps(hello).encode("utf-8"))
+            reply = self._parse(conn.recv())
+            kind = reply.get("type")
+            if kind == "denied":
+                reason = reply.get("error", "(no reason given)")
+                raise ToolCallError(f"the execengine host refused the connection: {reason}")
+            if kind != "welcome":
+                raise ToolCallError(f"protocol error: expected welcome, host sent {kind!r}")
+            limit = reply.get("max_tool_calls")
+            self.max_tool_calls = limit if isinstance(limit, int) else None
+            if self._closed:  # closed while we were connecting
+                raise ToolCallError("the RPC connection to the execengine host is closed")
+            return conn
+        except zmtp.ZmtpError as exc:
+            conn.close()
+            raise ToolCallError(f"RPC handshake with the execengine host failed: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+
+    @staticmethod
+    def _parse(frames: list) -> dict:
+        if len(frames) != 1:
+            raise ToolCallError(f"protocol error: host sent a {len(frames)}-frame message")
+        try:
+            msg = json.loads(frames[0].decode("utf-8"))
+        except ValueError:
+            raise ToolCallError("protocol error: host sent a message that is not JSON") from None
+        if not isinstance(msg, dict):
+            raise ToolCallError("protocol error: host sent JSON that is not an object")
+        if msg.get("v") != PROTOCOL_VERSION:
+            raise ToolCallError(f"protocol error: host speaks protocol version {msg.get('v')!r},"
+                                f" expected {PROTOCOL_VERSION}")
+        return msg
+
+    def start(self) -> threading.Thread:
+        """Connect in a background daemon thread (errors are kept for the first call)."""
+        thread = threading.Thread(target=self._connect_quietly, name="execengine-hello",
+                                  daemon=True)
+        thread.start()
+        return thread
+
+    def _connect_quietly(self) -> None:
+        with contextlib.suppress(ToolCallError):
+            self.connect()
+
+    # -- the reader thread ----------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        conn = self._conn
+        reason = "the RPC connection to the execengine host was closed"
+        try:
+            while True:
+                try:
+                    frames = conn.recv()
+                except zmtp.PeerClosed as exc:
+                    if not self._closed:
+                        reason = f"lost the connection to the execengine host ({exc})"
+                    return
+                except zmtp.ZmtpError as exc:
+                    reason = f"RPC transport error: {exc}"
+                    return
+                try:
+                    msg = self._parse(frames)
+                except ToolCallError as exc:
+                    reason = str(exc)
+                    return
+                if not self._dispatch(msg):
+                    reason = "protocol error: the host reported {}".format(msg.get("error", msg))
+                    return
+        except BaseException as exc:  # never leave waiters hanging
+            reason = f"RPC reader failed: {exc!r}"
+        finally:
+            self._fail_all(reason)
+            conn.close()
+
+    def _dispatch(self, msg: dict) -> bool:
+        """Hand a reply to its waiter; False when the connection cannot go on."""
+        req_id = msg.get("id")
+        if req_id is None:
+            return msg.get("type") not in ("error", "denied")
+        with self._pending_lock:
+            waiter = self._pending.pop(req_id, None)
+        if waiter is not None:  # else: a reply nobody waits for any more (cancelled task)
+            waiter.resolve(msg)
+        return True
+
+    def _fail_all(self, reason: str) -> None:
+        with self._pending_lock:
+            if self._failure is None:
+                self._failure = reason
+            waiters = list(self._pending.values())
+            self._pending.clear()
+        for waiter in waiters:
+            waiter.fail(ToolCallError(reason))
+
+    # -- calls ----------------------------------------------------------------------------
+
+    def _submit(self, name: str, args, waiter) -> str:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a tool name must be a non-empty str, not {name!r}")
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise TypeError(f"tool arguments must be a dict, not {type(args).__name__}")
+        req_id = str(next(self._ids))
+        try:
+            payload = json.dumps({"v": PROTOCOL_VERSION, "type": "call", "id": req_id,
+                                  "tool": name, "args": args}).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"arguments for tool {name!r} are not JSON-serialisable: {exc}") from None
+        with self._pending_lock:
+            if self._failure is not None:
+                raise ToolCallError(self._failure)
+            self._pending[req_id] = waiter
+        try:
+            self._conn.send(payload)
+        except zmtp.ZmtpError as exc:
+            with self._pending_lock:
+                self._pending.pop(req_id, None)
+            raise ToolCallError(f"could not send the call to {name!r}: {exc}") from None
+        return req_id
+
+    @staticmethod
+    def _unwrap(name: str, reply: dict):
+        kind = reply.get("type")
+        if kind == "result":
+            return decode_result(reply.get("result"))
+        if kind == "error":
+            reason = reply.get("error", "(no reason given)")
+            raise ToolCallError(f"the execengine host rejected the call to {name!r}: {reason}")
+        raise ToolCallError(f"protocol error: unexpected reply type {kind!r} to a call")
+
+    def call(self, name: str, args=None):
+        """Call tool ``name`` with ``args`` and return its decoded result."""
+        self.connect()
+        waiter = _Waiter()
+        self._submit(name, args, waiter)
+        return self._unwrap(name, waiter.wait())
+
+    async def acall(self, name: str, args=None):
+        """The asyncio form of :meth:`call`; many may be awaited concurrently."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._conn is None or self._failure is not None:
+            # only the first call of a process can get here; the handshake blocks
+            await loop.run_in_executor(None, self.connect)
+        future = loop.create_future()
+        req_id = self._submit(name, args, _AsyncWaiter(loop, future))
+        try:
+            reply = await future
+        except asyncio.CancelledError:
+            with self._pending_lock:
+                self._pending.pop(req_id, None)
+            raise
+        return self._unwrap(name, reply)
+
+    # -- closing --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection; pending calls fail with :class:`ToolCallError`. Idempotent."""
+        self._closed = True
+        conn = self._conn
+        if conn is not None:
+            conn.close()
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(5.0)
+        self._fail_all("the RPC connection to the execengine host was closed")
+
+    def _abandon(self) -> None:
+        """After fork, in the child: let go of the parent's connection untouched."""
+        self._closed = True
+        self._failure = "connection belongs to the parent process"
+        conn = self._conn
+        if conn is not None:
+            conn.abandon()
+
+    def __enter__(self) -> RpcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_client = None  # type: RpcClient | None
+_client_lock = threading.Lock()
+
+
+def get_client() -> RpcClient:
+    """This process's client, created from the environment on first use (and anew in a
+    forked child)."""
+    global _client
+    client = _client
+    if client is not None and client.pid == os.getpid():
+        return client
+    with _client_lock:
+        client = _client
+        if client is None or client.pid != os.getpid():
+            client = _client = RpcClient.from_environ()
+        return client
+
+
+def _after_fork_in_child() -> None:
+    global _client, _client_lock
+    _client_lock = threading.Lock()
+    old, _client = _client, None
+    if old is not None:
+        old._abandon()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def call_tool(name: str, args: dict):
+    """Call tool ``name`` on the host; see :meth:`RpcClient.call`."""
+    return get_client().call(name, args)
+
+
+async def acall_tool(name: str, args: dict):
+    """Call tool ``name`` on the host from asyncio; see :meth:`RpcClient.acall`."""
+    return await get_client().acall(name, args)

@@ -1,0 +1,379 @@
+"""A small ZMTP 3.0/3.1 client (RFC 23, RFC 37) over a Unix-domain stream socket.
+
+Only what the child needs to talk to the host's ``ROUTER`` socket: the greeting (NULL
+mechanism, as-server = 0), the ``READY`` handshake as a ``DEALER`` without an ``Identity``,
+short and long frames, multi-frame messages, ``PING`` answered with ``PONG`` (context echoed,
+TTL honoured as a receive deadline) and the ``ERROR`` command.
+
+Threading model: one thread receives (:meth:`ZmtpConnection.recv`), any number of threads
+send (:meth:`ZmtpConnection.send`, serialised by a lock); :meth:`ZmtpConnection.close` may be
+called from any thread and wakes a blocked receiver.
+
+Errors::
+
+    ZmtpError            protocol violation or unusable peer
+     +-- PeerClosed      the peer went away (EOF, reset, heartbeat TTL expired, closed by us)
+     +-- PeerError       the peer sent an ERROR command
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+
+__all__ = ["PeerClosed", "PeerError", "ZmtpConnection", "ZmtpError", "connect"]
+
+FLAG_MORE = 0x01
+FLAG_LONG = 0x02
+FLAG_COMMAND = 0x04
+_RESERVED = 0xF8
+
+#: signature (10) + version (2) + mechanism (20) + as-server (1) + filler (31)
+GREETING_SIZE = 64
+#: libzmq sends 0xFF, eight padding bytes, 0x7F; the padding is not significant
+GREETING = (b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\x00")
+            + b"\x00" + b"\x00" * 31)
+
+#: socket types a DEALER may talk to (RFC 28)
+_COMPATIBLE_PEERS = (b"ROUTER", b"DEALER", b"REP")
+DEFAULT_MAX_FRAME = 1 << 30
+_CHUNK = 1 << 16
+_SMALL = 1 << 16
+
+
+class ZmtpError(Exception):
+    """A ZMTP protocol violation or an unusable peer."""
+
+
+class PeerClosed(ZmtpError):
+    """The peer went away; no more messages will arrive or can be sent."""
+
+
+class PeerError(ZmtpError):
+    """The peer sent an ERROR command (its reason is the message)."""
+
+
+def encode_frame(body: bytes, flags: int = 0) -> bytes:
+    """The header of one frame followed by ``body`` (short or long size, as needed)."""
+    size = len(body)
+    if size <= 255:
+        return struct.pack("!BB", flags, size) + body
+    return struct.pack("!BQ", flags | FLAG_LONG, size) + body
+
+
+def _frame_header(size: int, flags: int) -> bytes:
+    if size <= 255:
+        return struct.pack("!BB", flags, size)
+    return struct.pack("!BQ", flags | FLAG_LONG, size)
+
+
+def encode_command(name: bytes, data: bytes = b"") -> bytes:
+    """A command frame: name-size, name, command data."""
+    if not 0 < len(name) <= 255:
+        raise ValueError("a command name is 1 to 255 bytes")
+    return encode_frame(bytes([len(name)]) + name + data, FLAG_COMMAND)
+
+
+def encode_properties(props: dict) -> bytes:
+    """Metadata as in READY: 1-byte name size, name, 4-byte value size, value."""
+    out = []
+    for name, value in props.items():
+        out.append(bytes([len(name)]) + name + struct.pack("!I", len(value)) + value)
+    return b"".join(out)
+
+
+def decode_properties(data: bytes) -> dict:
+    """The inverse of :func:`encode_properties`; names are case-insensitive (lower-cased)."""
+    props = {}
+    pos = 0
+    while pos < len(data):
+        size = data[pos]
+        pos += 1
+        name = data[pos:pos + size]
+        if len(name) != size or pos + size + 4 > len(data):
+            raise ZmtpError("malformed metadata in command")
+        pos += size
+        (vsize,) = struct.unpack_from("!I", data, pos)
+        pos += 4
+        value = data[pos:pos + vsize]
+        if len(value) != vsize:
+            raise ZmtpError("malformed metadata value in command")
+        pos += vsize
+        props[name.lower()] = value
+    return props
+
+
+def split_command(body: bytes) -> tuple:
+    """``(name, data)`` of a command frame's body."""
+    if not body or len(body) < 1 + body[0]:
+        raise ZmtpError("malformed command frame")
+    return body[1:1 + body[0]], body[1 + body[0]:]
+
+
+class ZmtpConnection:
+    """One ZMTP connection on a connected stream socket; see the module docstring.
+
+    Build it with :func:`connect`. Use it as a context manager or call :meth:`close`
+    (idempotent).
+    """
+
+    def __init__(self, sock: socket.socket, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._sock = sock
+        self._max_frame = max_frame
+        self._buf = bytearray()
+        self._send_lock = threading.Lock()
+        self._closed = False
+        self._close_reason = "connection closed"
+        #: negotiated minor version (0 = ZMTP 3.0, 1 = ZMTP 3.1)
+        self.minor = 0
+        #: the peer's READY metadata (lower-case names)
+        self.peer_properties = {}  # type: dict
+        self._ttl = None  # type: float | None
+        self._timeout = None  # type: float | None
+        #: PING commands answered so far
+        self.pings = 0
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def handshake(self, timeout: float | None = None) -> None:
+        """Exchange greetings and READY commands; raise :class:`ZmtpError` on failure."""
+        self._sock.settimeout(timeout)
+        try:
+            self._sendall(GREETING)
+            greeting = self._read_exact(GREETING_SIZE)
+            if greeting[0] != 0xFF or not greeting[9] & 0x01:
+                raise ZmtpError("peer does not speak ZMTP (bad greeting signature)")
+            major, minor = greeting[10], greeting[11]
+            if major < 3:
+                raise ZmtpError(f"peer speaks ZMTP {major}.{minor}; 3.x is required")
+            self.minor = 1 if major > 3 or minor >= 1 else 0
+            mechanism = bytes(greeting[12:32]).rstrip(b"\x00")
+            if mechanism != b"NULL":
+                name = mechanism.decode("ascii", "replace")
+                raise ZmtpError(f"peer wants security mechanism {name!r}; only NULL is supported")
+            self._sendall(encode_command(b"READY", encode_properties({b"Socket-Type": b"DEALER"})))
+            flags, body = self._read_frame()
+            if not flags & FLAG_COMMAND:
+                raise ZmtpError("peer sent a message before READY")
+            name, data = split_command(body)
+            if name == b"ERROR":
+                raise PeerError(_error_reason(data))
+            if name != b"READY":
+                raise ZmtpError(f"expected READY, peer sent {name!r}")
+            self.peer_properties = decode_properties(data)
+            peer_type = self.peer_properties.get(b"socket-type", b"")
+            if peer_type not in _COMPATIBLE_PEERS:
+                raise ZmtpError(f"a DEALER cannot talk to a {peer_type!r} socket")
+        except socket.timeout:
+            raise ZmtpError("ZMTP handshake timed out") from None
+        except PeerClosed as exc:
+            if isinstance(exc.__cause__, socket.timeout):
+                raise ZmtpError("ZMTP handshake timed out") from None
+            raise
+        finally:
+            if not self._closed:
+                with contextlib.suppress(OSError):
+                    self._sock.settimeout(None)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def send(self, *frames: bytes) -> None:
+        """Send one message made of ``frames`` (at least one). Thread-safe."""
+        if not frames:
+            raise ValueError("a message has at least one frame")
+        last = len(frames) - 1
+        with self._send_lock:
+            for i, frame in enumerate(frames):
+                flags = FLAG_MORE if i < last else 0
+                header = _frame_header(len(frame), flags)
+                if len(frame) <= _SMALL:
+                    self._sendall(header + frame)
+                else:
+                    self._sendall(header)
+                    self._sendall(frame)
+
+    def _send_command(self, name: bytes, data: bytes = b"") -> None:
+        with self._send_lock:
+            self._sendall(encode_command(name, data))
+
+    def _sendall(self, data: bytes) -> None:
+        if self._closed:
+            raise PeerClosed(self._close_reason)
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            # a partly sent frame leaves the stream unusable: the connection is over
+            reason = ("timed out sending to the peer" if isinstance(exc, socket.timeout)
+                      else f"connection lost while sending: {exc}")
+            self._shutdown(reason)
+            raise PeerClosed(reason) from exc
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def recv(self) -> list:
+        """The next message as a list of frames; answers PINGs on the way. One reader only."""
+        frames = []
+        while True:
+            flags, body = self._read_frame()
+            if flags & FLAG_COMMAND:
+                self._on_command(flags, body)
+                continue
+            frames.append(body)
+            if not flags & FLAG_MORE:
+                return frames
+
+    def _on_command(self, flags: int, body: bytes) -> None:
+        if flags & FLAG_MORE:
+            raise ZmtpError("command frame with the MORE flag")
+        name, data = split_command(body)
+        if name == b"PING":
+            if len(data) < 2:
+                raise ZmtpError("malformed PING command")
+            (ttl,) = struct.unpack_from("!H", data)
+            context = data[2:18]
+            # TTL (deciseconds): the peer stops considering us alive after it; we treat
+            # silence longer than it as a dead peer, so a vanished host never blocks us.
+            self._ttl = ttl / 10.0 if ttl else None
+            self._send_command(b"PONG", context)
+            self.pings += 1
+        elif name == b"PONG":
+            pass
+        elif name == b"ERROR":
+            reason = _error_reason(data)
+            self._shutdown(f"peer sent ERROR: {reason}")
+            raise PeerError(reason)
+        else:
+            # RFC 37: unknown commands are ignored (forward compatibility)
+            pass
+
+    def _read_frame(self) -> tuple:
+        head = self._read_exact(2)
+        flags = head[0]
+        if flags & _RESERVED:
+            raise ZmtpError(f"frame with reserved flag bits set (0x{flags:02x})")
+        if flags & FLAG_LONG:
+            (size,) = struct.unpack("!Q", bytes(head[1:2]) + bytes(self._read_exact(7)))
+        else:
+            size = head[1]
+        if size > self._max_frame:
+            raise ZmtpError(f"frame of {size} bytes exceeds the limit of {self._max_frame}")
+        return flags, bytes(self._read_exact(size))
+
+    def _read_exact(self, n: int):
+        """Exactly ``n`` bytes (a bytearray/bytes), however the peer splits them."""
+        buf = self._buf
+        if len(buf) >= n:
+            out = buf[:n]
+            del buf[:n]
+            return out
+        if n - len(buf) > _CHUNK:
+            # large frame: read straight into a buffer of the right size
+            out = bytearray(n)
+            have = len(buf)
+            out[:have] = buf
+            buf.clear()
+            view = memoryview(out)
+            while have < n:
+                got = self._recv_into(view[have:])
+                have += got
+            return out
+        while len(buf) < n:
+            chunk = self._recv(_CHUNK)
+            buf += chunk
+        out = buf[:n]
+        del buf[:n]
+        return out
+
+    def _recv(self, size: int) -> bytes:
+        chunk = self._recv_op(lambda: self._sock.recv(size))
+        if not chunk:
+            raise PeerClosed("peer closed the connection" if not self._closed
+                             else self._close_reason)
+        return chunk
+
+    def _recv_into(self, view) -> int:
+        got = self._recv_op(lambda: self._sock.recv_into(view))
+        if not got:
+            raise PeerClosed("peer closed the connection" if not self._closed
+                             else self._close_reason)
+        return got
+
+    def _recv_op(self, op):
+        if self._closed:
+            raise PeerClosed(self._close_reason)
+        ttl = self._ttl
+        if ttl != self._timeout:
+            self._sock.settimeout(ttl)
+            self._timeout = ttl
+        try:
+            return op()
+        except socket.timeout:
+            if ttl is None:
+                raise
+            self._shutdown(f"no traffic from the peer within its heartbeat TTL ({ttl:.1f} s)")
+            raise PeerClosed(self._close_reason) from None
+        except OSError as exc:
+            if self._closed:
+                raise PeerClosed(self._close_reason) from None
+            raise PeerClosed(f"connection lost while receiving: {exc}") from exc
+
+    # -- closing --------------------------------------------------------------------------
+
+    def _shutdown(self, reason: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        """Close the connection; a thread blocked in :meth:`recv` gets :class:`PeerClosed`."""
+        self._shutdown("connection closed")
+        self._sock.close()
+
+    def abandon(self) -> None:
+        """Drop the socket without shutting the connection down (after ``fork``, in the
+        child: the parent still uses the same connection)."""
+        self._closed = True
+        self._close_reason = "connection belongs to the parent process"
+        self._sock.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> ZmtpConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _error_reason(data: bytes) -> str:
+    if not data:
+        return "(no reason given)"
+    return bytes(data[1:1 + data[0]]).decode("utf-8", "replace")
+
+
+def connect(path: str, *, timeout: float | None = 10.0,
+            max_frame: int = DEFAULT_MAX_FRAME) -> ZmtpConnection:
+    """Connect to the socket file at ``path`` and complete the ZMTP handshake within
+    ``timeout`` seconds. Raise :class:`ZmtpError` (or :class:`PeerClosed`) on failure."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except socket.timeout:
+            raise ZmtpError(f"connecting to {path} timed out") from None
+        except OSError as exc:
+            raise PeerClosed(f"cannot connect to {path}: {exc.strerror or exc}") from exc
+        conn = ZmtpConnection(sock, max_frame=max_frame)
+        conn.handshake(timeout)
+        return conn
+    except BaseException:
+        sock.close()
+        raise
