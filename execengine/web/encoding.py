@@ -106,8 +106,8 @@ def detect_charset(body: bytes, content_type: str | None, *, html: bool = False)
     try:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        # a body cut mid-character is still UTF-8
-        if exc.start < len(body) - 3:
+        # a body cut (at the size cap) in the middle of a character is still UTF-8
+        if exc.reason != "unexpected end of data":
             return "cp1252"
     return "utf-8"
 

@@ -285,9 +285,16 @@ class Fetcher:
                 if resp.status in REDIRECTS and "location" in got:
                     return resp.status, resp.reason, got, b"", False
                 data, cut = self._read_body(resp, got.get("content-encoding", ""), target)
+                if fired.is_set():
+                    raise TimeoutError("deadline passed while reading the body")
                 return resp.status, resp.reason, got, data, cut
             finally:
                 resp.close()
+        except ConnectionFailedError as exc:
+            if fired.is_set():
+                raise FetchTimeoutError(
+                    f"no complete answer from {target.url} within {self.timeout:g} s") from exc
+            raise
         except ssl.SSLCertVerificationError as exc:
             raise ConnectionFailedError(f"TLS certificate of {target.host} not trusted: "
                                         f"{exc.verify_message}") from exc
@@ -312,6 +319,10 @@ class Fetcher:
         while True:
             chunk = resp.read1(_CHUNK)
             if not chunk:
+                if resp.length:  # EOF before Content-Length was reached
+                    raise ConnectionFailedError(
+                        f"{target.url}: connection closed after {raw:,} of "
+                        f"{raw + resp.length:,} announced bytes")
                 return b"".join(parts), decoder.capped
             raw += len(chunk)
             try:

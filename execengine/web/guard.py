@@ -70,9 +70,11 @@ def classify(ip: IPAddress) -> str | None:
         return "multicast"
     if isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT:
         return "carrier-grade NAT"
+    if ip.is_reserved:
+        return "reserved"
     if ip.is_private:
         return "private"
-    if ip.is_reserved or not ip.is_global:
+    if not ip.is_global:
         return "reserved"
     return None
 
@@ -89,7 +91,7 @@ class AddressPolicy:
 
     def host_allowed(self, host: str) -> bool:
         """True when ``host`` (a name or an IP literal) is listed in ``allowed_hosts``."""
-        host = host.lower().rstrip(".")
+        host = host.lower().rstrip(".").strip("[]")
         ip = _parse_ip(host)
         for raw in self.allowed_hosts:
             entry = raw.strip().lower().rstrip(".")
