@@ -1,0 +1,152 @@
+"""Bounded capture of a child's output: head + tail in memory, everything else spilled.
+
+An :class:`OutputCapture` keeps the first ``head`` bytes and a rolling window of the last
+``tail`` bytes (40 % / 60 % of the limit). While the output fits the limit nothing touches
+the disk; past it, the whole stream is written to a spill file (capped at ``spill_limit``
+bytes) whose path the result reports. :func:`clean_text` turns the bytes into text for the
+model: invalid UTF-8 replaced, ANSI escape sequences removed, secret-looking values redacted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+
+#: CSI / OSC / other ESC sequences, and stray C1 single-byte controls as text
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"        # CSI ... final byte
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC ... ST
+    r"|\x1b[@-Z\\-_]"                  # two-byte escapes
+    r"|\x9b[0-?]*[ -/]*[@-~]"          # 8-bit CSI
+)
+_SECRETS = re.compile(
+    r"(?P<a>\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,})"
+    r"|(?P<b>\bgh[pousr]_[A-Za-z0-9]{20,})"
+    r"|(?P<c>\bAKIA[0-9A-Z]{16}\b)"
+    r"|(?P<d>\bxox[abpr]-[A-Za-z0-9\-]{10,})"
+    r"|(?P<e>\bAIza[0-9A-Za-z_\-]{35})"
+    r"|(?i:(?P<f>\bbearer\s+)[A-Za-z0-9._\-]{16,})"
+)
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+def redact(text: str) -> str:
+    """Mask values that look like API keys or bearer tokens."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group("f"):
+            return m.group("f") + "[REDACTED]"
+        return m.group(0)[:4] + "…[REDACTED]"
+
+    return _SECRETS.sub(sub, text)
+
+
+def clean_text(data: bytes) -> str:
+    return redact(strip_ansi(data.decode("utf-8", "replace")))
+
+
+@dataclass(frozen=True)
+class Captured:
+    text: str
+    total_bytes: int
+    kept_bytes: int
+    truncated: bool
+    spill_path: str | None = None
+
+    @property
+    def omitted_bytes(self) -> int:
+        return self.total_bytes - self.kept_bytes
+
+
+class OutputCapture:
+    """Accumulates one stream. Not thread-safe (one reader feeds it)."""
+
+    def __init__(self, limit: int, *, head_fraction: float = 0.4, spill: bool = False,
+                 spill_dir: str | None = None, spill_limit: int = 64 * 1024 * 1024,
+                 name: str = "stdout") -> None:
+        self.limit = limit
+        self.head_size = int(limit * head_fraction)
+        self.tail_size = limit - self.head_size
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._all = bytearray()  # everything, while it fits the limit
+        self.total = 0
+        self._spill_enabled = spill
+        self._spill_dir = spill_dir
+        self._spill_limit = spill_limit
+        self._spill_fd: int | None = None
+        self._spilled = 0
+        self.spill_path: str | None = None
+        self._name = name
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        before = self.total
+        self.total += len(data)
+        if self.total <= self.limit:
+            self._all += data
+        else:
+            if before <= self.limit:  # this chunk crosses the limit
+                earlier, self._all = bytes(self._all), bytearray()
+                self._open_spill()
+                self._write_spill(earlier)
+            self._write_spill(data)
+        room = self.head_size - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+        if self.tail_size:
+            self._tail += data[-self.tail_size:]
+            if len(self._tail) > self.tail_size:
+                del self._tail[: len(self._tail) - self.tail_size]
+
+    def _open_spill(self) -> None:
+        if not self._spill_enabled or self._spill_fd is not None:
+            return
+        if self._spill_dir:
+            os.makedirs(self._spill_dir, mode=0o700, exist_ok=True)
+        fd, self.spill_path = tempfile.mkstemp(prefix=f"execengine-{self._name}-",
+                                               suffix=".txt", dir=self._spill_dir)
+        self._spill_fd = fd
+
+    def _write_spill(self, data: bytes) -> None:
+        if self._spill_fd is None:
+            return
+        room = self._spill_limit - self._spilled
+        if room <= 0:
+            return
+        chunk = data[:room]
+        try:
+            os.write(self._spill_fd, chunk)
+        except OSError:  # disk full: keep what is in memory, stop spilling
+            self.close()
+            return
+        self._spilled += len(chunk)
+
+    def close(self) -> None:
+        if self._spill_fd is not None:
+            os.close(self._spill_fd)
+            self._spill_fd = None
+
+    def result(self, marker: str = "") -> Captured:
+        """The kept text (head + marker + tail when truncated)."""
+        self.close()
+        if self.total <= self.limit:
+            data = bytes(self._all)
+            return Captured(clean_text(data), self.total, self.total, False)
+        omitted = self.total - len(self._head) - len(self._tail)
+        if not marker:
+            marker = (f"\n\n... [{self._name} truncated: {omitted:,} of {self.total:,} bytes "
+                      "omitted"
+                      + (f"; full output in {self.spill_path}" if self.spill_path else "")
+                      + "] ...\n\n")
+        head = clean_text(bytes(self._head))
+        tail = clean_text(bytes(self._tail))
+        return Captured(head + marker + tail, self.total, len(self._head) + len(self._tail),
+                        True, self.spill_path)

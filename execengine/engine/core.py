@@ -1,0 +1,261 @@
+"""The engine: run one script in a child process, serve its tool calls, return a result.
+
+An :class:`Engine` holds the configuration, the tool registry, the RPC server (one loop
+thread for all executions) and the launcher. :meth:`Engine.execute` is safe to call from
+many threads at once; :meth:`Engine.aexecute` is its asyncio form. Cancelling the task, or
+setting the ``interrupt`` event, stops the script with the same escalation as a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from execengine.childenv import build_child_env
+from execengine.config import Config
+from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
+from execengine.engine.capture import OutputCapture
+from execengine.engine.interpreter import choose
+from execengine.engine.result import (
+    INTERRUPTED,
+    ExecutionResult,
+    exit_message,
+    hint_for,
+    no_code_result,
+    no_hello_message,
+    timeout_message,
+)
+from execengine.engine.staging import RUNTIME_PACKAGE, Staging
+from execengine.engine.stub import render_stub
+from execengine.engine.supervise import supervise
+from execengine.errors import SandboxError
+from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
+from execengine.registry import ToolRegistry
+from execengine.rpc import RpcServer
+from execengine.workdirs import WORKDIRS, TaskDirs
+
+log = logging.getLogger(__name__)
+
+MODES = ("project", "strict")
+
+
+def spill_dir() -> str:
+    """Where full outputs of truncated executions are kept (per user, private)."""
+    return os.path.join(tempfile.gettempdir(), f"execengine-output-{os.getuid()}")
+
+
+class Engine:
+    """Runs scripts. A context manager; :meth:`close` is idempotent."""
+
+    def __init__(self, config: Config | None = None, registry: ToolRegistry | None = None,
+                 launcher: Launcher | None = None) -> None:
+        self.config = config or (registry.config if registry is not None else Config())
+        self._own_registry = registry is None
+        self.registry = registry if registry is not None else ToolRegistry.with_builtins(
+            self.config)
+        if launcher is None:
+            from execengine.launch.local import LocalLauncher
+
+            launcher = LocalLauncher()
+        self.launcher = launcher
+        self._server: RpcServer | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def server(self) -> RpcServer:
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the engine is closed")
+            if self._server is None:
+                ce = self.config.code_execution
+                self._server = RpcServer(max_workers=ce.max_parallel_tool_calls,
+                                         max_message_bytes=ce.max_message_bytes)
+            return self._server
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        self.launcher.close()
+        if self._own_registry:
+            self.registry.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what a script may call ---------------------------------------------------------
+
+    def allowed_tools(self, enabled_toolsets: Iterable[str] | None = None) -> list[str]:
+        return allowed_tools(self.registry, enabled_toolsets)
+
+    # -- running ------------------------------------------------------------------------
+
+    def execute(
+        self,
+        code: str,
+        *,
+        task_id: str | None = None,
+        cwd: str | None = None,
+        enabled_toolsets: Iterable[str] | None = None,
+        interrupt: threading.Event | None = None,
+        timeout: float | None = None,
+        mode: str | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> ExecutionResult:
+        """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
+        script does; :class:`SandboxError` when the engine itself cannot run it)."""
+        started = time.monotonic()
+        if not code or not code.strip():
+            return no_code_result()
+        ce = self.config.code_execution
+        mode = mode or ce.mode
+        if mode not in MODES:
+            log.warning("unknown code_execution mode %r; using 'project'", mode)
+            mode = "project"
+        limit = float(timeout if timeout is not None else ce.timeout)
+        names = allowed_tools(self.registry, enabled_toolsets)
+        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))
+        call_extras = dict(extras or {})
+        if cwd:
+            call_extras["cwd"] = os.path.abspath(cwd)
+        handler = script_call_handler(self.registry, task_id=task_id, extras=call_extras)
+        exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
+                                     secrets.token_hex(16))
+        stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
+        stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
+        with contextlib.ExitStack() as stack:
+            staging = stack.enter_context(Staging(code, stub))
+            channel = stack.enter_context(self.server.open(
+                exec_id=exec_id, token=token, allowed=names, handler=handler,
+                max_tool_calls=ce.max_tool_calls))
+            workdir = self._workdir(mode, cwd, task_id, staging.path)
+            interpreter = choose(mode, configured=ce.python)
+            watch_r, watch_w = os.pipe()
+            stack.callback(os.close, watch_w)  # EOF for the child's watchdog, at the latest
+            try:
+                env = build_child_env(
+                    os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
+                    extra={
+                        "PYTHONPATH": staging.path,
+                        "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
+                        "EXECENGINE_RPC_TOKEN": token,
+                        "EXECENGINE_EXEC_ID": exec_id,
+                        "EXECENGINE_WATCHDOG_FD": str(watch_r),
+                        "EXECENGINE_RUN_TOKEN": run_token,
+                    })
+                spec = LaunchSpec(
+                    argv=[interpreter, "-m", f"{RUNTIME_PACKAGE}.bootstrap",
+                          staging.script_path],
+                    env=env, cwd=workdir, run_token=run_token,
+                    writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
+                    readable_paths=(staging.path,),
+                    socket_dir=channel.socket_dir, pass_fds=(watch_r,),
+                    limits=self._limits(limit),
+                )
+                child = self.launcher.launch(spec)
+            finally:
+                os.close(watch_r)
+            outcome = supervise(child, stdout=stdout, stderr=stderr, timeout=limit,
+                                kill_grace=ce.kill_grace, interrupt=interrupt,
+                                hello=channel.hello, hello_timeout=ce.hello_timeout)
+            calls = channel.tool_calls_made
+        out, err = stdout.result(), stderr.result()
+        text, error, status = out.text, None, "success"
+        code_ = outcome.exit_code
+        if outcome.reason == "timeout":
+            status, error = "timeout", timeout_message(limit)
+            text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + error
+        elif outcome.reason == "interrupted":
+            status, error = "interrupted", INTERRUPTED
+            text = (text.rstrip("\n") + "\n" if text.strip() else "") + INTERRUPTED
+        elif outcome.reason == "no_hello":
+            status, error = "error", no_hello_message(ce.hello_timeout)
+        elif code_ != 0:
+            status = "error"
+            error = err.text.strip() or exit_message(code_ if code_ is not None else -1)
+        result = ExecutionResult(
+            status=status,  # type: ignore[arg-type]
+            output=text, stderr=err.text, exit_code=code_, tool_calls_made=calls,
+            duration_seconds=time.monotonic() - started, error=error,
+            stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
+            stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
+            stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path,
+        )
+        hint = hint_for(result, names)
+        if hint:
+            from dataclasses import replace
+
+            result = replace(result, hint=hint)
+        return result
+
+    async def aexecute(self, code: str, *, interrupt: threading.Event | None = None,
+                       **kwargs: Any) -> ExecutionResult:
+        """Asyncio form of :meth:`execute`. Cancelling the awaiting task interrupts the
+        script and waits (bounded by the kill escalation) for its teardown."""
+        event = interrupt or threading.Event()
+        task = asyncio.ensure_future(asyncio.to_thread(self.execute, code, interrupt=event,
+                                                       **kwargs))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            event.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(task),
+                                       self.config.code_execution.kill_grace + 10)
+            raise
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _workdir(self, mode: str, cwd: str | None, task_id: str | None, staging: str) -> str:
+        if mode == "strict":
+            return staging
+        if cwd:
+            return os.path.abspath(cwd)
+        try:
+            return self.registry.service(WORKDIRS, TaskDirs).get(task_id or "default")
+        except Exception:  # a closed registry: fall back to the process's cwd
+            return os.getcwd()
+
+    def _limits(self, timeout: float) -> LaunchLimits:
+        ce = self.config.code_execution
+        cpu = ce.cpu_seconds if ce.cpu_seconds is not None else int(timeout) + 1
+        return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=cpu,
+                            max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
+                            tmp_mb=ce.tmp_mb, network=ce.network)
+
+
+def execute_code(code: str, *, config: Config | None = None,
+                 registry: ToolRegistry | None = None, **kwargs: Any) -> ExecutionResult:
+    """Run ``code`` once with a short-lived :class:`Engine` (see :meth:`Engine.execute`)."""
+    with Engine(config=config, registry=registry) as engine:
+        return engine.execute(code, **kwargs)
+
+
+async def aexecute_code(code: str, *, config: Config | None = None,
+                        registry: ToolRegistry | None = None, **kwargs: Any) -> ExecutionResult:
+    """Asyncio form of :func:`execute_code`."""
+    engine = Engine(config=config, registry=registry)
+    try:
+        return await engine.aexecute(code, **kwargs)
+    finally:
+        await asyncio.to_thread(engine.close)
+
+

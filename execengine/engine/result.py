@@ -1,0 +1,119 @@
+"""The outcome of one execution, and the JSON the model sees.
+
+A script that raises, times out, is interrupted or hits a limit is a normal
+:class:`ExecutionResult`; only the engine's own breakage raises. :meth:`ExecutionResult.to_json`
+is the edge where the typed value becomes the model-facing text, with the messages scripts
+written for ``hermes_tools`` expect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Status = Literal["success", "error", "timeout", "interrupted"]
+
+NO_CODE = "No code provided."
+INTERRUPTED = "[execution interrupted — user sent a new message]"
+
+
+def timeout_message(seconds: float) -> str:
+    return f"Script timed out after {seconds:g}s and was killed."
+
+
+def exit_message(code: int) -> str:
+    return f"Script exited with code {code}"
+
+
+def no_hello_message(seconds: float) -> str:
+    return (f"The script's runtime did not connect to the host within {seconds:g}s "
+            "(code_execution.hello_timeout) and was killed.")
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    status: Status
+    output: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    tool_calls_made: int = 0
+    duration_seconds: float = 0.0
+    error: str | None = None
+    stdout_truncated: bool = False
+    stdout_bytes_total: int = 0
+    stdout_bytes_omitted: int = 0
+    stderr_truncated: bool = False
+    stderr_bytes_total: int = 0
+    #: the full stdout, when it was truncated
+    full_output_path: str | None = None
+    hint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_model_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "status": self.status,
+            "output": self.output,
+            "tool_calls_made": self.tool_calls_made,
+            "duration_seconds": round(self.duration_seconds, 2),
+        }
+        if self.exit_code is not None:
+            out["exit_code"] = self.exit_code
+        if self.error:
+            out["error"] = self.error
+        if self.stderr and self.status == "success":
+            out["stderr"] = self.stderr  # warnings are kept on success too
+        if self.stdout_truncated:
+            out["stdout_truncated"] = True
+            out["stdout_bytes_total"] = self.stdout_bytes_total
+            out["stdout_bytes_captured"] = self.stdout_bytes_total - self.stdout_bytes_omitted
+            out["stdout_bytes_omitted"] = self.stdout_bytes_omitted
+            if self.full_output_path:
+                out["full_output_path"] = self.full_output_path
+        if self.stderr_truncated:
+            out["stderr_truncated"] = True
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+    def to_json(self) -> str:
+        """The text returned to the model for the ``execute_code`` tool."""
+        return json.dumps(self.to_model_dict(), ensure_ascii=False)
+
+
+def no_code_result() -> ExecutionResult:
+    return ExecutionResult("error", error=NO_CODE)
+
+
+_NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
+_IMPORT_ERROR = re.compile(r"ImportError: cannot import name '(\w+)' from 'hermes_tools'")
+
+
+def hint_for(result: ExecutionResult, allowed: Iterable[str]) -> str | None:
+    """A one-line recovery hint for common mistakes, or None."""
+    allowed = sorted(allowed)
+    text = result.stderr
+    m = _NAME_ERROR.search(text)
+    if m and m.group(1) in allowed:
+        return f"Import the tool first: from hermes_tools import {m.group(1)}"
+    m = _IMPORT_ERROR.search(text)
+    if m:
+        return (f"'{m.group(1)}' is not available in this execution; available: "
+                f"{', '.join(allowed) or 'none'}")
+    if "ToolCallError" in text:
+        return "A tool call could not reach the host; the result above says why."
+    if result.status == "timeout":
+        return ("Do less per execution, or run slow tool calls concurrently (threads or "
+                "`from hermes_tools import aio`).")
+    if result.stdout_truncated:
+        where = f" (full output: {result.full_output_path})" if result.full_output_path else ""
+        return f"Print less: summarise or filter inside the script{where}."
+    return None

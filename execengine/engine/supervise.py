@@ -1,0 +1,128 @@
+"""Drive one started child to its end: read its output, enforce the deadlines, tear down.
+
+One thread (the caller's) multiplexes both pipes with a selector, so output is read while
+the script runs and reading never blocks on a descendant that keeps a pipe open: once the
+main process has exited, everything of the execution is killed and the pipes are drained
+for a bounded time. Timeout and interrupt escalate the same way: SIGTERM to all of it,
+``kill_grace`` seconds, then the launcher's kill (SIGSTOP sweep, SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import threading
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from execengine.engine.capture import OutputCapture
+from execengine.launch.base import Child
+
+Reason = Literal["exited", "timeout", "interrupted", "no_hello"]
+
+#: how often a running execution looks at its interrupt flag and hello deadline
+TICK = 0.05
+#: bound on draining the pipes after everything was killed
+DRAIN_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    reason: Reason
+    exit_code: int | None
+
+
+class _Pipes:
+    def __init__(self, child: Child, stdout: OutputCapture, stderr: OutputCapture) -> None:
+        self.sel = selectors.DefaultSelector()
+        self.caps: dict[int, OutputCapture] = {}
+        for stream, cap in ((child.stdout, stdout), (child.stderr, stderr)):
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            self.sel.register(fd, selectors.EVENT_READ)
+            self.caps[fd] = cap
+
+    @property
+    def open(self) -> bool:
+        return bool(self.caps)
+
+    def pump(self, timeout: float) -> None:
+        """Read what is ready (waiting up to ``timeout``)."""
+        if not self.caps:
+            time.sleep(max(0.0, timeout))
+            return
+        for key, _ in self.sel.select(max(0.0, timeout)):
+            fd = key.fd
+            while True:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                except OSError:
+                    data = b""
+                if not data:
+                    self.sel.unregister(fd)
+                    del self.caps[fd]
+                    break
+                self.caps[fd].feed(data)
+                if len(data) < 1 << 16:
+                    break
+
+    def drain(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while self.caps and time.monotonic() < end:
+            self.pump(end - time.monotonic())
+
+    def close(self) -> None:
+        self.sel.close()
+
+
+def supervise(
+    child: Child,
+    *,
+    stdout: OutputCapture,
+    stderr: OutputCapture,
+    timeout: float,
+    kill_grace: float,
+    interrupt: threading.Event | None = None,
+    hello: threading.Event | None = None,
+    hello_timeout: float = 10.0,
+) -> Outcome:
+    """Run ``child`` to completion; always leaves nothing of it running."""
+    start = time.monotonic()
+    deadline = start + timeout
+    hello_deadline = start + hello_timeout
+    pipes = _Pipes(child, stdout, stderr)
+    reason: Reason = "exited"
+    try:
+        while True:
+            now = time.monotonic()
+            if interrupt is not None and interrupt.is_set():
+                reason = "interrupted"
+                break
+            if now >= deadline:
+                reason = "timeout"
+                break
+            if hello is not None and not hello.is_set() and now >= hello_deadline:
+                reason = "no_hello"
+                break
+            if child.poll() is not None:
+                break
+            # the tick also notices a main process that exited while strays hold the pipes
+            wait = min(deadline - now, TICK)
+            if pipes.open:
+                pipes.pump(wait)
+            else:  # both pipes closed (by the script), the process still runs
+                child.wait(min(wait, TICK))
+        if reason in ("timeout", "interrupted"):
+            child.terminate()
+            end = time.monotonic() + kill_grace
+            while child.poll() is None and time.monotonic() < end:
+                pipes.pump(min(TICK, end - time.monotonic()))
+        child.kill()  # the whole execution, strays included; bounded
+        pipes.drain(DRAIN_SECONDS)
+        return Outcome(reason, child.poll())
+    finally:
+        pipes.close()
+        child.close()
