@@ -1,0 +1,113 @@
+"""What a benchmark workflow is: one task, described once, runnable two ways.
+
+A :class:`Workflow` gives
+
+- ``plan(fx)``: the *sequential* agent, as a generator. It yields a batch of tool calls
+  (a list of :class:`Call`: the calls one assistant message makes; one call per batch is
+  the common case, several for parallel calls), receives the decoded results of that batch
+  (a list, in order: JSON results as dicts, other text as str), decides what to call next
+  from them like a model would, and finally returns its answer;
+- ``script(fx)``: the *programmatic* way, a Python script for ``execute_code`` doing the same
+  work with ``from hermes_tools import ...``; its last printed line is the answer as JSON;
+- ``check(sequential_answer, programmatic_answer)``: the equivalence check (default: equal
+  after a JSON round trip, so tuples and lists compare alike).
+
+``fx`` is the :class:`~execengine.bench.fixtures.Fixtures` the run uses. Paths in calls are
+relative to the fixtures' root, which is the task's working directory both ways.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from execengine.bench.errors import WorkflowError
+
+if TYPE_CHECKING:
+    from execengine.bench.fixtures import Fixtures
+
+FAMILIES = ("data", "research", "refactor", "build")
+
+Plan = Generator[list["Call"], list[Any], Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call the model makes."""
+
+    tool: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def call(tool: str, **args: Any) -> Call:
+    return Call(tool, args)
+
+
+def same_answer(a: Any, b: Any) -> bool:
+    """Equal after a JSON round trip (tuples and lists alike, dict order ignored)."""
+    return normalize(a) == normalize(b)
+
+
+def normalize(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def decode_result(text: str) -> Any:
+    """A tool's result text as a script sees it: JSON decoded (twice when the JSON is itself
+    a JSON string), anything else as the text."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return text
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def answer_from_output(output: str) -> Any:
+    """The answer a script printed: its last non-empty line, as JSON."""
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    if not lines:
+        raise WorkflowError("the script printed nothing")
+    try:
+        return json.loads(lines[-1])
+    except ValueError as exc:
+        raise WorkflowError(f"the script's last line is not JSON: {lines[-1][:200]!r}") from exc
+
+
+@dataclass(frozen=True)
+class Workflow:
+    name: str
+    family: str
+    task: str
+    plan: Callable[[Fixtures], Plan]
+    script: Callable[[Fixtures], str]
+    check: Callable[[Any, Any], bool] = same_answer
+    toolsets: tuple[str, ...] = ("file", "terminal")
+    #: the workflow edits ``proj/``: the runner restores it before each way
+    mutates: bool = False
+    #: where it came from (a file, for user workflows)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        where = f" ({self.source})" if self.source else ""
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise WorkflowError(f"workflow name {self.name!r}{where}: use letters, digits, - and _")
+        if self.family not in FAMILIES:
+            raise WorkflowError(f"workflow {self.name!r}{where}: family {self.family!r} is not "
+                                f"one of {', '.join(FAMILIES)}")
+        if not callable(self.plan) or not callable(self.script):
+            raise WorkflowError(f"workflow {self.name!r}{where}: plan and script must be callable")
+
+
+def batches(calls: Sequence[Call] | Sequence[Sequence[Call]]) -> list[list[Call]]:
+    """Normalise a flat list of calls (one per message) or a list of batches."""
+    out: list[list[Call]] = []
+    for item in calls:
+        out.append([item] if isinstance(item, Call) else list(item))
+    return out
