@@ -19,8 +19,9 @@ import zmq
 TOKEN = "ab" * 32
 EXEC_ID = "e1e1"
 
-Reply = dict[str, Any] | bytes | list[bytes] | None
-#: (delay in seconds, reply): a dict is sent as JSON, bytes as one raw frame, a list as frames
+Reply = dict[str, Any] | bytes | list[bytes] | tuple[Any, ...] | None
+#: (delay in seconds, reply): a dict is sent as JSON, bytes as one raw frame, a list as the
+#: frames of one message, a tuple as several messages; None sends nothing
 Handler = Callable[[dict[str, Any]], tuple[float, Reply]]
 
 
@@ -120,6 +121,10 @@ class FakeHost:
 
     def _schedule(self, delay: float, ident: bytes, reply: Reply) -> None:
         if reply is None:
+            return
+        if isinstance(reply, tuple):
+            for one in reply:
+                self._schedule(delay, ident, one)
             return
         if isinstance(reply, dict):
             frames = [json.dumps(reply).encode()]

@@ -1,0 +1,284 @@
+"""The RPC client against a real pyzmq ROUTER playing the host."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _sandbox_peers import EXEC_ID, TOKEN, FakeHost, RawServer, read_frame, server_handshake
+
+from sandbox import zmtp
+from sandbox.client import RpcClient, ToolCallError, decode_result
+
+
+@pytest.fixture
+def client(host: FakeHost) -> Iterator[RpcClient]:
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        yield c
+
+
+def result(msg: dict[str, Any], value: Any, delay: float = 0.0) -> tuple[float, dict[str, Any]]:
+    return delay, {"v": 1, "type": "result", "id": msg["id"], "result": value}
+
+
+# -- decoding -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"a": 1}', {"a": 1}),
+    (json.dumps(json.dumps({"a": [1, 2]})), {"a": [1, 2]}),  # a JSON string holding JSON
+    (json.dumps("plain words"), "plain words"),
+    ("not json at all", "not json at all"),
+    ("[1, 2]", [1, 2]),
+    ("", ""),
+    ({"already": "decoded"}, {"already": "decoded"}),
+])
+def test_decode_result(text: Any, expected: Any) -> None:
+    assert decode_result(text) == expected
+
+
+# -- handshake ----------------------------------------------------------------------------
+
+
+def test_hello_then_call(host: FakeHost, client: RpcClient) -> None:
+    assert client.call("read_file", {"path": "a.txt"}) == {
+        "tool": "read_file", "args": {"path": "a.txt"}}
+    hello = host.hellos[0]
+    assert hello == {"v": 1, "type": "hello", "exec": EXEC_ID, "token": TOKEN,
+                     "pid": os.getpid()}
+    assert client.max_tool_calls == 50
+    call = host.calls[0]
+    assert call["v"] == 1 and call["type"] == "call" and isinstance(call["id"], str)
+    assert all(len(frames) == 1 for frames in host.raw)  # one frame per message
+
+
+def test_denied_is_a_clear_error_every_time(host: FakeHost) -> None:
+    with RpcClient(str(host.path), "00" * 32, EXEC_ID) as c:
+        with pytest.raises(ToolCallError, match="refused the connection: wrong token"):
+            c.call("read_file", {})
+        with pytest.raises(ToolCallError, match="refused"):
+            c.call("read_file", {})
+    assert host.calls == []  # nothing was dispatched
+
+
+def test_missing_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("EXECENGINE_RPC_ENDPOINT", "EXECENGINE_RPC_TOKEN", "EXECENGINE_EXEC_ID"):
+        monkeypatch.delenv(name, raising=False)
+    with RpcClient.from_environ() as c, pytest.raises(
+            ToolCallError, match="not running under execengine: EXECENGINE_RPC_ENDPOINT"):
+        c.call("x", {})
+
+
+def test_no_host_listening(short_dir: Path) -> None:
+    with RpcClient(str(short_dir / "none.sock"), TOKEN, EXEC_ID) as c, pytest.raises(
+            ToolCallError, match="cannot reach the execengine host"):
+        c.call("x", {})
+
+
+def test_bad_arguments_are_rejected_before_sending(host: FakeHost, client: RpcClient) -> None:
+    with pytest.raises(TypeError, match="not JSON-serialisable"):
+        client.call("write_file", {"content": object()})
+    with pytest.raises(TypeError, match="must be a dict"):
+        client.call("write_file", ["a"])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="tool name"):
+        client.call("", {})
+    assert client.call("ok", None) == {"tool": "ok", "args": {}}  # still usable
+    assert [c["tool"] for c in host.calls] == ["ok"]
+
+
+# -- concurrency --------------------------------------------------------------------------
+
+
+def test_twenty_threads_in_flight_at_once(short_dir: Path) -> None:
+    # The host answers only when all 20 calls are waiting, in reverse order: a client that
+    # serialised calls (or mixed up replies) could not pass.
+    def handler(msg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        return result(msg, json.dumps({"n": msg["args"]["n"]}), delay=0.005 * msg["args"]["n"])
+
+    with FakeHost(short_dir / "rpc.sock", handler=handler, hold=20) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c, \
+            ThreadPoolExecutor(20) as pool:
+        got = list(pool.map(lambda n: c.call("slow", {"n": n}), range(20)))
+    assert got == [{"n": n} for n in range(20)]
+    assert len(host.hellos) == 1  # one connection for all threads
+
+
+def test_twenty_asyncio_tasks_in_flight_at_once(short_dir: Path) -> None:
+    def handler(msg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        return result(msg, json.dumps({"n": msg["args"]["n"]}))
+
+    async def main(c: RpcClient) -> tuple[list[Any], int]:
+        threads_before = threading.active_count()
+        tasks = [asyncio.ensure_future(c.acall("slow", {"n": n})) for n in range(20)]
+        await asyncio.sleep(0)
+        threads_during = threading.active_count()
+        return await asyncio.gather(*tasks), threads_during - threads_before
+
+    with FakeHost(short_dir / "rpc.sock", handler=handler, hold=20) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        got, extra_threads = asyncio.run(main(c))
+    assert got == [{"n": n} for n in range(20)]
+    assert extra_threads == 0  # no thread per call
+
+
+def test_first_async_call_connects(host: FakeHost, client: RpcClient) -> None:
+    async def main() -> Any:
+        return await asyncio.gather(client.acall("a", {}), client.acall("b", {}))
+
+    assert asyncio.run(main()) == [{"tool": "a", "args": {}}, {"tool": "b", "args": {}}]
+    assert len(host.hellos) == 1
+
+
+def test_cancelled_task_does_not_disturb_others(short_dir: Path) -> None:
+    def handler(msg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        return result(msg, msg["tool"], delay=0.3 if msg["tool"] == "slow" else 0.0)
+
+    async def main(c: RpcClient) -> Any:
+        slow = asyncio.ensure_future(c.acall("slow", {}))
+        await asyncio.sleep(0.05)
+        slow.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await slow
+        first = await c.acall("fast", {})
+        await asyncio.sleep(0.4)  # the late reply for the cancelled call arrives, is dropped
+        return first, await c.acall("fast2", {})
+
+    with FakeHost(short_dir / "rpc.sock", handler=handler) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        assert asyncio.run(main(c)) == ("fast", "fast2")
+
+
+# -- sizes and heartbeats -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [300, 70_000, 4 * 1024 * 1024])
+def test_large_messages_both_ways(short_dir: Path, size: int) -> None:
+    def handler(msg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        return result(msg, json.dumps({"back": msg["args"]["blob"][::-1]}))
+
+    blob = "".join(chr(0x61 + i % 26) for i in range(size))
+    with FakeHost(short_dir / "rpc.sock", handler=handler) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        assert c.call("big", {"blob": blob}) == {"back": blob[::-1]}
+
+
+def test_connection_survives_libzmq_heartbeats(short_dir: Path) -> None:
+    with FakeHost(short_dir / "rpc.sock", heartbeat_ms=30, heartbeat_timeout_ms=150) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        conn = c._conn
+        assert conn is not None
+        deadline = time.monotonic() + 10
+        while conn.pings < 10:  # idle long enough for libzmq to drop a silent peer
+            assert time.monotonic() < deadline and not conn.closed
+            time.sleep(0.02)
+        assert c.call("after", {}) == {"tool": "after", "args": {}}
+
+
+# -- failures -----------------------------------------------------------------------------
+
+
+def test_host_vanishes_mid_call(short_dir: Path) -> None:
+    arrived = threading.Event()
+
+    def handler(msg: dict[str, Any]) -> tuple[float, None]:
+        arrived.set()
+        return 0.0, None  # never answers
+
+    with FakeHost(short_dir / "rpc.sock", handler=handler) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c, ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(c.call, "hang", {}) for _ in range(3)]
+        assert arrived.wait(5)
+        host.drop()
+        for f in futures:
+            with pytest.raises(ToolCallError, match="lost the connection"):
+                f.result(timeout=10)
+        with pytest.raises(ToolCallError, match="lost the connection"):
+            c.call("later", {})
+
+
+def test_close_fails_pending_calls(host: FakeHost) -> None:
+    host.handler = lambda msg: (0.0, None)
+    c = RpcClient(str(host.path), TOKEN, EXEC_ID)
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(c.call, "hang", {})
+        deadline = time.monotonic() + 10
+        while not host.calls:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        c.close()
+        c.close()
+        with pytest.raises(ToolCallError, match="closed"):
+            future.result(timeout=10)
+
+
+def test_error_reply_with_id_raises(host: FakeHost, client: RpcClient) -> None:
+    host.handler = lambda msg: (0.0, {"v": 1, "type": "error", "id": msg["id"],
+                                      "error": "missing tool"})
+    with pytest.raises(ToolCallError, match="rejected the call to 'x': missing tool"):
+        client.call("x", {})
+    host.handler = lambda msg: result(msg, '{"ok": true}')
+    assert client.call("y", {}) == {"ok": True}  # the connection goes on
+
+
+def test_reply_for_unknown_id_is_ignored(host: FakeHost, client: RpcClient) -> None:
+    stray = {"v": 1, "type": "result", "id": "999", "result": "stray"}
+    notice = {"v": 1, "type": "notice", "id": None}  # unknown kind without id: ignored
+    host.handler = lambda msg: (0.0, (stray, notice, result(msg, '"mine"')[1]))
+    assert client.call("x", {}) == "mine"
+
+
+@pytest.mark.parametrize("reply, match", [
+    (b"\xff not json", "not JSON"),
+    (b"[1, 2]", "not an object"),
+    (json.dumps({"v": 2, "type": "result", "id": "1", "result": "x"}).encode(), "version 2"),
+    ([b"{}", b"{}"], "2-frame message"),
+    (json.dumps({"v": 1, "type": "error", "id": None, "error": "bad frame"}).encode(),
+     "host reported bad frame"),
+    (json.dumps({"v": 1, "type": "surprise", "id": "1"}).encode(), "unexpected reply type"),
+])
+def test_malformed_replies(host: FakeHost, client: RpcClient, reply: Any, match: str) -> None:
+    host.handler = lambda msg: (0.0, reply)
+    with pytest.raises(ToolCallError, match=match):
+        client.call("x", {})
+
+
+def test_garbage_instead_of_welcome(short_dir: Path) -> None:
+    path = short_dir / "raw.sock"
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn)
+        read_frame(conn)  # the hello
+        conn.sendall(zmtp.encode_frame(b'{"v": 1, "type": "result", "id": "1"}'))
+        conn.recv(1)
+
+    with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c, \
+            pytest.raises(ToolCallError, match="expected welcome"):
+        c.call("x", {})
+
+
+def test_transport_error_fails_the_call(short_dir: Path) -> None:
+    path = short_dir / "raw.sock"
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn)
+        read_frame(conn)
+        conn.sendall(zmtp.encode_frame(b'{"v": 1, "type": "welcome", "exec": "e"}'))
+        read_frame(conn)  # the call
+        conn.sendall(b"\xf0\x00")  # reserved flag bits
+        conn.recv(1)
+
+    with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c, \
+            pytest.raises(ToolCallError, match="RPC transport error: .*reserved"):
+        c.call("x", {})
