@@ -103,7 +103,14 @@ class Engine:
 
     # -- what a script may call ---------------------------------------------------------
 
-    def allowed_tools(self, enabled_toolsets: Iterable[str] | None = None) -> list[str]:
+    def allowed_tools(self, enabled_toolsets: Iterable[str] | None = None,
+                      tools: Iterable[str] | None = None) -> list[str]:
+        """Tools a script may call: ``tools`` (the session's enabled tool names) or the
+        tools of ``enabled_toolsets`` (default: the config's), available, intersected with
+        the sandbox allow-list. Never widened when empty."""
+        if tools is not None:
+            up = set(self.registry.available_tools(enabled_toolsets))
+            return allowed_tools(self.registry, available=[t for t in tools if t in up])
         return allowed_tools(self.registry, enabled_toolsets)
 
     # -- running ------------------------------------------------------------------------
@@ -115,6 +122,7 @@ class Engine:
         task_id: str | None = None,
         cwd: str | None = None,
         enabled_toolsets: Iterable[str] | None = None,
+        tools: Iterable[str] | None = None,
         interrupt: threading.Event | None = None,
         timeout: float | None = None,
         mode: str | None = None,
@@ -131,7 +139,7 @@ class Engine:
             log.warning("unknown code_execution mode %r; using 'project'", mode)
             mode = "project"
         limit = float(timeout if timeout is not None else ce.timeout)
-        names = allowed_tools(self.registry, enabled_toolsets)
+        names = self.allowed_tools(enabled_toolsets, tools)
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))
         call_extras = dict(extras or {})
         if cwd:

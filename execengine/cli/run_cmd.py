@@ -1,0 +1,127 @@
+"""``execengine run``: run a script (or ``-c CODE``) the way the ``execute_code`` tool does."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from execengine.cli._common import config_from, print_json, registry_from
+from execengine.engine import Engine, ExecutionResult
+from execengine.errors import ConfigError
+
+#: process exit status per execution status (an error keeps the script's own code)
+EXIT_CODES = {"success": 0, "error": 1, "timeout": 124, "interrupted": 130}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "run", help="run a Python script that calls tools through hermes_tools",
+        description="Run a script in a sandboxed child exactly as the execute_code tool "
+        "does. The script's output goes to stdout; a summary (status, tool calls, time) "
+        "to stderr. Exit status: 0 success, the script's code (or 1) on error, 124 "
+        "timeout, 130 interrupted.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("script", nargs="?", metavar="SCRIPT.py",
+                     help="the script to run ('-' reads it from stdin)")
+    src.add_argument("-c", dest="code", metavar="CODE", help="run this code instead")
+    p.add_argument("--mode", choices=("project", "strict"),
+                   help="project: current directory and project Python; strict: host Python "
+                   "in a private directory (default: code_execution.mode)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="wall-clock limit (default: code_execution.timeout)")
+    p.add_argument("--toolsets", metavar="A,B", action="append",
+                   help="toolsets whose tools the script may call (default: the config's)")
+    p.add_argument("--cwd", metavar="DIR", help="working directory in project mode")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def _read_code(args: argparse.Namespace) -> str:
+    if args.code is not None:
+        return str(args.code)
+    if args.script == "-":
+        return sys.stdin.read()
+    try:
+        with open(args.script, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read script: {exc}", path=args.script) from exc
+
+
+def exit_status(result: ExecutionResult) -> int:
+    if result.status == "error" and result.exit_code and 0 < result.exit_code < 124:
+        return result.exit_code
+    return EXIT_CODES[result.status]
+
+
+def run(args: argparse.Namespace) -> int:
+    code = _read_code(args)
+    overrides: dict[str, Any] = {}
+    if args.mode:
+        overrides["code_execution.mode"] = args.mode
+    if args.timeout is not None:
+        overrides["code_execution.timeout"] = args.timeout
+    config = config_from(args)
+    if overrides:
+        config = config.with_overrides(overrides, origin="command line")
+    toolsets = ([t.strip() for group in args.toolsets for t in group.split(",") if t.strip()]
+                if args.toolsets else None)
+    registry = registry_from(args, config)
+    with registry, Engine(config=config, registry=registry) as engine:
+        if toolsets is not None:
+            registry.resolve_toolsets(toolsets)  # unknown names: a clear error, early
+        result = _run_interruptibly(engine, code, toolsets, args.cwd)
+    if args.json:
+        print_json(result.to_model_dict())
+        return exit_status(result)
+    _print_human(result)
+    return exit_status(result)
+
+
+def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
+                       cwd: str | None) -> ExecutionResult:
+    """Run in a worker thread so Ctrl-C interrupts the script (same escalation as a
+    timeout) instead of tearing through the teardown."""
+    stop = threading.Event()
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["result"] = engine.execute(code, enabled_toolsets=toolsets, interrupt=stop,
+                                           cwd=cwd)
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=work, name="execengine-run")
+    t.start()
+    while t.is_alive():
+        try:
+            t.join(0.2)
+        except KeyboardInterrupt:
+            stop.set()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _print_human(result: ExecutionResult) -> None:
+    out = result.output
+    sys.stdout.write(out if out.endswith("\n") or not out else out + "\n")
+    sys.stdout.flush()
+    err = sys.stderr
+    if result.stderr and result.status == "success":
+        err.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
+    if result.error and result.status == "error":
+        err.write(result.error.rstrip("\n") + "\n")
+    calls = result.tool_calls_made
+    summary = (f"[{result.status}] {calls} tool call{'s' if calls != 1 else ''}, "
+               f"{result.duration_seconds:.2f}s")
+    if result.exit_code is not None:
+        summary += f", exit code {result.exit_code}"
+    err.write(summary + "\n")
+    if result.full_output_path:
+        err.write(f"full output: {result.full_output_path}\n")
+    if result.hint:
+        err.write(f"hint: {result.hint}\n")

@@ -1,0 +1,119 @@
+"""The ``execute_code`` tool (toolset ``code_execution``).
+
+Its description is written per session by a schema patch from the tools a script could
+really call (names and one-line docs), the configured limits and the mode. When no tool is
+callable from scripts the tool is withheld (fail closed); called anyway, it says why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from execengine.context import ToolContext
+from execengine.engine.allowed import SANDBOX_TOOLS, allowed_tools
+from execengine.engine.core import Engine
+from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
+
+specs = ToolSpecs()
+
+ENGINE_SERVICE = "code_execution.engine"
+
+SCHEMA = {
+    "description": "Run a Python script that calls tools programmatically "
+    "(from hermes_tools import ...); only what it prints is returned.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "code": {
+                "type": "string",
+                "description": "Python source to run. Import the tools you need from "
+                "hermes_tools and print() the results you want to see.",
+            },
+        },
+        "required": ["code"],
+    },
+}
+
+MODE_TEXT = {
+    "project": "the session's working directory with the project's Python "
+    "($VIRTUAL_ENV / $CONDA_PREFIX when usable)",
+    "strict": "a private temporary directory with the host's Python",
+}
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().split("\n", 1)[0]
+    end = line.find(". ")
+    return line[: end + 1] if 0 <= end < 160 else line[:160]
+
+
+def describe(registry: ToolRegistry, names: list[str]) -> str:
+    ce = registry.config.code_execution
+    mode = ce.mode if ce.mode in MODE_TEXT else "project"
+    lines = [
+        "Run a Python script that calls tools programmatically and return what it prints. "
+        "Use it to chain many tool calls, loop, filter and aggregate without putting every "
+        "intermediate result in the conversation.",
+        "",
+        "Available with `from hermes_tools import <name>` (each returns a dict; a tool error "
+        "is {\"error\": ...}):",
+    ]
+    for name in names:
+        lines.append(f"- {name}: {_first_line(registry.get(name).description)}")
+    lines += [
+        "Helpers in hermes_tools: json_parse(text), shell_quote(s), "
+        "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "
+        "`from hermes_tools import aio` gives awaitable forms (await aio.<tool>(...)).",
+        "",
+        f"Limits: {ce.timeout:g}s wall time; {ce.max_tool_calls} tool calls; stdout kept to "
+        f"{ce.max_stdout_bytes:,} bytes (head and tail, the full text spilled to a file); "
+        f"stderr kept to {ce.max_stderr_bytes:,} bytes.",
+        f"Runs in {MODE_TEXT[mode]}, with a scrubbed environment (no secrets).",
+    ]
+    if "terminal" in names:
+        lines.append("terminal() from a script is foreground only.")
+    return "\n".join(lines)
+
+
+def patch_schema(schema: dict[str, Any], dctx: DefinitionContext) -> dict[str, Any] | None:
+    names = allowed_tools(dctx.registry, available=dctx.available)
+    if not names:
+        return None  # fail closed: nothing a script could call
+    return {**schema, "description": describe(dctx.registry, names)}
+
+
+def unavailable_reason() -> str:
+    return ("execute_code is unavailable in this session: none of the tools a script may "
+            f"call ({', '.join(sorted(SANDBOX_TOOLS))}) is enabled and available.")
+
+
+def _engine(registry: ToolRegistry) -> Engine:
+    return Engine(config=registry.config, registry=registry)
+
+
+def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
+    if ctx.origin == "execute_code":
+        return '{"error": "execute_code cannot be called from a script"}'
+    engine = ctx.service(ENGINE_SERVICE, _engine)
+    enabled = ctx.extra("enabled_toolsets")
+    tools = ctx.extra("enabled_tools")
+    if not engine.allowed_tools(enabled, tools):
+        import json
+
+        return json.dumps({"status": "error", "error": unavailable_reason()})
+    extras = {k: v for k, v in ctx.extras.items()
+              if k not in ("enabled_toolsets", "enabled_tools", "interrupt")}
+    result = engine.execute(
+        str(args.get("code") or ""),
+        task_id=ctx.task_id,
+        cwd=ctx.extra("cwd"),
+        enabled_toolsets=enabled,
+        tools=tools,
+        interrupt=ctx.extra("interrupt"),
+        extras=extras,
+    )
+    return result.to_json()
+
+
+specs.register("execute_code", "code_execution", SCHEMA, execute_code,
+               schema_patch=patch_schema, emoji="🐍")
