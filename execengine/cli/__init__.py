@@ -15,6 +15,7 @@ from execengine.errors import ExecEngineError
 COMMANDS = (
     "execengine.cli.config_cmd",
     "execengine.cli.tools_cmd",
+    "execengine.cli.run_cmd",
     "execengine.cli.chat_cmd",
 )
 
