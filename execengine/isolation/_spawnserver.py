@@ -1,0 +1,166 @@
+"""The spawner process: a single-threaded fork server that enters sandboxes.
+
+Why a separate process: entering a sandbox needs Python code between fork and exec
+(unshare, mounts, pivot_root, uid drop, Landlock, seccomp). The engine host is threaded
+(zmq I/O threads, a tool worker pool), and forking a threaded process to run Python is
+unsafe (``preexec_fn`` warns for that reason). So the launcher starts this process once,
+with plain fork+exec, and it never starts a thread: every sandbox is forked from here.
+Being exec'd fresh, it also carries no host secrets in memory or ``/proc/self/environ``
+(it is started with an empty environment).
+
+Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per message:
+
+* spawner → host, once: ``{"ready": true, "pid": N}``
+* host → spawner: ``{"op": "spawn", "plan": {...}}`` with fds ``[stdout_w, stderr_w,
+  status_w, *pass_fds]``; reply ``{"ok": true, "pid": N}`` once the child has exec'd, or
+  ``{"ok": false, "error": "..."}``. When the child is reaped, its raw wait status is
+  written to ``status_w`` as decimal text and ``status_w`` is closed.
+* host → spawner: ``{"op": "kill_uid", "uid": N, "sig": S}``: signal every process of that
+  uid (a helper drops to the uid and calls ``kill(-1, sig)``); reply ``{"ok": true}``.
+
+EOF on the socket: SIGKILL every child still running, then exit. The spawner is a child
+subreaper, so processes that escaped their session are reaped here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from typing import Any
+
+from execengine.isolation import entry
+
+PR_SET_CHILD_SUBREAPER = 36
+MAX_MSG = 1 << 20
+MAX_FDS = 64
+
+
+def _send(sock: socket.socket, obj: dict[str, Any]) -> None:
+    sock.send(json.dumps(obj).encode())
+
+
+class Server:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.children: dict[int, int] = {}  # pid -> status write fd
+        self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def serve(self) -> None:
+        entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
+        signal.signal(signal.SIGCHLD, lambda *a: None)
+        signal.set_wakeup_fd(self.wake_w)
+        _send(self.sock, {"ready": True, "pid": os.getpid()})
+        while True:
+            try:
+                ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [])
+            except InterruptedError:
+                continue
+            if self.wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wake_r, 4096)
+                self.reap()
+            if self.sock.fileno() in ready:
+                msg, fds, _, _ = socket.recv_fds(self.sock, MAX_MSG, MAX_FDS)
+                if not msg:
+                    self.shutdown()
+                    return
+                try:
+                    reply = self.handle(json.loads(msg), fds)
+                except Exception as exc:
+                    for fd in fds:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                    reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                _send(self.sock, reply)
+
+    def handle(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        op = req.get("op")
+        if op == "spawn":
+            return self.spawn(req["plan"], fds)
+        if op == "kill_uid":
+            return self.kill_uid(int(req["uid"]), int(req.get("sig", signal.SIGKILL)))
+        raise ValueError(f"unknown op {op!r}")
+
+    def spawn(self, plan: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        if len(fds) < 3:
+            raise ValueError("spawn needs stdout, stderr and status fds")
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        close = (self.sock.fileno(), self.wake_r, self.wake_w, err_r)
+        pid = os.fork()
+        if pid == 0:
+            entry.run(plan, fds, err_w, os.getppid(), close)
+            os._exit(127)  # not reached
+        os.close(err_w)
+        status_w = fds[2]
+        for fd in fds:
+            if fd != status_w:
+                os.close(fd)
+        chunks = []
+        while True:
+            try:
+                data = os.read(err_r, 4096)
+            except InterruptedError:
+                continue
+            if not data:
+                break
+            chunks.append(data)
+        os.close(err_r)
+        self.children[pid] = status_w
+        if chunks:
+            self.reap()
+            return {"ok": False, "error": b"".join(chunks).decode(errors="replace")}
+        return {"ok": True, "pid": pid}
+
+    def kill_uid(self, uid: int, sig: int) -> dict[str, Any]:
+        if uid == 0:
+            raise ValueError("refusing to signal uid 0")
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setresgid(65534, 65534, 65534)
+                os.setresuid(uid, uid, uid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(-1, sig)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        return {"ok": True}
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            fd = self.children.pop(pid, None)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(fd, str(status).encode())
+                os.close(fd)
+
+    def shutdown(self) -> None:
+        for pid in list(self.children):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in list(self.children):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        self.reap()
+
+
+def main(argv: list[str]) -> int:
+    sock = socket.socket(fileno=int(argv[1]))
+    with sock:
+        Server(sock).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

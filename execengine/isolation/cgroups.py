@@ -1,0 +1,210 @@
+"""One cgroup per execution: memory limit, pids limit and kill-all, on v1, v2 or hybrid hosts.
+
+The group is created *under our own cgroup* (from ``/proc/self/cgroup``), never at a
+hierarchy root: on hybrid hosts the session often sits in a v1 memory cgroup of its own.
+
+* pure v2 (``/sys/fs/cgroup/cgroup.controllers``): one directory; ``memory.max``,
+  ``pids.max``, ``cgroup.kill``. The controllers must be enabled in our parent's
+  ``cgroup.subtree_control``; when they cannot be, the probe says why.
+* hybrid / v1: a directory in the v1 ``memory`` and ``pids`` hierarchies (limits), and one
+  in the v2 ``unified`` hierarchy when mounted (``cgroup.kill``, available since 5.14);
+  without it, v1 ``freezer`` freezes the group, SIGKILLs every member and thaws it.
+
+A process enters with :meth:`ExecCgroup.enter` (the child calls it on itself before it drops
+privileges). :meth:`ExecCgroup.kill` kills every member; :meth:`ExecCgroup.close` kills and
+removes the directories (idempotent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+ROOT = "/sys/fs/cgroup"
+PREFIX = "execengine-"
+
+
+def _own_paths() -> dict[str, str]:
+    """controller name (or "" for v2) -> our path in that hierarchy."""
+    out: dict[str, str] = {}
+    with open("/proc/self/cgroup") as fh:
+        for line in fh:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            if not controllers:
+                out[""] = path
+            for c in controllers.split(","):
+                out[c] = path
+    return out
+
+
+@dataclass(frozen=True)
+class CgroupLayout:
+    """Where to create groups: a v2 dir and/or v1 dirs per controller (parents)."""
+
+    v2_parent: str | None
+    v2_controllers: bool  # memory/pids available in v2
+    v1_parents: tuple[tuple[str, str], ...]  # (controller, parent dir)
+
+    @property
+    def can_kill(self) -> bool:
+        return self.v2_parent is not None or any(c == "freezer" for c, _ in self.v1_parents)
+
+    @property
+    def can_limit(self) -> bool:
+        return self.v2_controllers or {"memory", "pids"} <= {c for c, _ in self.v1_parents}
+
+
+def discover(root: str = ROOT) -> CgroupLayout:
+    """Find where this process may create child groups. Raises OSError with a reason."""
+    own = _own_paths()
+    if os.path.exists(os.path.join(root, "cgroup.controllers")):  # pure v2
+        parent = root + own.get("", "/")
+        with open(os.path.join(parent, "cgroup.controllers")) as fh:
+            ctrls = set(fh.read().split())
+        return CgroupLayout(parent.rstrip("/"), {"memory", "pids"} <= ctrls, ())
+    v1: list[tuple[str, str]] = []
+    for ctrl in ("memory", "pids", "freezer"):
+        d = os.path.join(root, ctrl)
+        if os.path.isdir(d) and ctrl in own:
+            v1.append((ctrl, (d + own[ctrl]).rstrip("/")))
+    unified = os.path.join(root, "unified")
+    v2 = None
+    if os.path.exists(os.path.join(unified, "cgroup.procs")) and "" in own:
+        v2 = (unified + own[""]).rstrip("/")
+    if v2 is None and not v1:
+        raise OSError("no cgroup hierarchy is mounted at " + root)
+    return CgroupLayout(v2, False, tuple(v1))
+
+
+@dataclass
+class ExecCgroup:
+    """The cgroup(s) of one execution."""
+
+    name: str
+    dirs: list[str] = field(default_factory=list)
+    kill_dir: str | None = None  # v2 dir with cgroup.kill
+    freezer_dir: str | None = None
+    _closed: bool = False
+
+    @classmethod
+    def create(cls, layout: CgroupLayout, name: str, *, memory_mb: int | None,
+               max_processes: int | None) -> ExecCgroup:
+        group = cls(PREFIX + name)
+        try:
+            if layout.v2_parent is not None:
+                d = os.path.join(layout.v2_parent, group.name)
+                os.mkdir(d)
+                group.dirs.append(d)
+                if os.path.exists(os.path.join(d, "cgroup.kill")):
+                    group.kill_dir = d
+                if layout.v2_controllers:
+                    group._limits(d, "memory.max", "memory.swap.max", "pids.max",
+                                  memory_mb, max_processes)
+            for ctrl, parent in layout.v1_parents:
+                d = os.path.join(parent, group.name)
+                os.mkdir(d)
+                group.dirs.append(d)
+                if ctrl == "memory" and memory_mb:
+                    _write(d, "memory.limit_in_bytes", str(memory_mb * 1024 * 1024))
+                    with contextlib.suppress(OSError):
+                        _write(d, "memory.memsw.limit_in_bytes", str(memory_mb * 1024 * 1024))
+                elif ctrl == "pids" and max_processes:
+                    _write(d, "pids.max", str(max_processes))
+                elif ctrl == "freezer":
+                    group.freezer_dir = d
+        except OSError:
+            group.close()
+            raise
+        return group
+
+    @staticmethod
+    def _limits(d: str, mem: str, swap: str, pids: str, memory_mb: int | None,
+                max_processes: int | None) -> None:
+        if memory_mb:
+            _write(d, mem, str(memory_mb * 1024 * 1024))
+            with contextlib.suppress(OSError):
+                _write(d, swap, "0")
+        if max_processes:
+            _write(d, pids, str(max_processes))
+
+    def enter(self, pid: int = 0) -> None:
+        """Move ``pid`` (0 = the caller) into every directory of the group."""
+        for d in self.dirs:
+            _write(d, "cgroup.procs", str(pid or os.getpid()))
+
+    def pids(self) -> list[int]:
+        found: set[int] = set()
+        for d in self.dirs:
+            with contextlib.suppress(OSError), open(os.path.join(d, "cgroup.procs")) as fh:
+                found.update(int(x) for x in fh.read().split())
+        return sorted(found)
+
+    def kill(self, timeout: float = 2.0) -> bool:
+        """SIGKILL every member; True when the group is empty afterwards."""
+        if self.kill_dir is not None:
+            with contextlib.suppress(OSError):
+                _write(self.kill_dir, "cgroup.kill", "1")
+        elif self.freezer_dir is not None:
+            with contextlib.suppress(OSError):
+                _write(self.freezer_dir, "freezer.state", "FROZEN")
+            for pid in self.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                _write(self.freezer_dir, "freezer.state", "THAWED")
+        else:
+            for pid in self.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while self.pids():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def memory_events_oom(self) -> bool:
+        """Whether the memory limit was hit (best effort)."""
+        for d in self.dirs:
+            for name in ("memory.failcnt", "memory.events"):
+                p = os.path.join(d, name)
+                with contextlib.suppress(OSError), open(p) as fh:
+                    text = fh.read()
+                    if name == "memory.failcnt" and text.strip() not in ("", "0"):
+                        return True
+                    if name == "memory.events" and any(
+                        line.startswith("oom_kill ") and line.split()[1] != "0"
+                        for line in text.splitlines()
+                    ):
+                        return True
+        return False
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self.dirs:
+            self.kill()
+        for d in reversed(self.dirs):
+            for _ in range(200):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.005)  # members still exiting
+
+    def __enter__(self) -> ExecCgroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _write(d: str, name: str, value: str) -> None:
+    with open(os.path.join(d, name), "w") as fh:
+        fh.write(value)

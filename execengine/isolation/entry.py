@@ -1,0 +1,239 @@
+"""Entering the sandbox: the code that runs in the spawner's forked children, before exec.
+
+This module only runs inside the single-threaded spawner process (:mod:`._spawnserver`),
+never in the threaded host, so forking and running Python between fork and exec is safe.
+
+``restricted``::
+
+    spawner ─fork─> workload: setsid, cgroup, rlimits, uid drop, no-new-privs,
+                              Landlock, seccomp, exec
+
+``isolated``::
+
+    spawner ─fork─> holder: setsid, cgroup, unshare(mnt|pid|net|ipc|uts), ignore SIGTERM
+                      └─fork─> init (pid 1): build the root, pivot_root
+                                 └─fork─> workload: as above, exec
+    init forwards SIGTERM to the namespace, reaps everything, and when the workload ends
+    reports its wait status to the holder and exits, which kills whatever is left in the
+    namespace. The holder re-creates that status for the spawner. Both die with their
+    parent (PR_SET_PDEATHSIG), so killing the holder kills the whole namespace.
+
+Errors before exec are written to ``errfd`` (close-on-exec), which the spawner reads until
+EOF to tell a started child from a failed one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import os
+import signal
+import socket
+import traceback
+from typing import Any
+
+from execengine.isolation import landlock, mounts
+from execengine.isolation import seccomp as seccomp_layer
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, arg: int) -> None:
+    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl({option}): {os.strerror(err)}")
+
+
+def unshare(flags: int) -> None:
+    if _libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """Die with the parent. ``parent=None``: the parent is outside our pid namespace (its
+    pid reads as 0), so the classic re-check after prctl is impossible; that race leaves at
+    worst an orphan that the cgroup or the spawner's shutdown kills."""
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if parent is not None and os.getppid() != parent:
+        os._exit(137)
+
+
+def _place_fds(stdio: tuple[int, int], passed: list[int], targets: list[int]) -> None:
+    """stdin=/dev/null, stdout/stderr, and each passed fd at its number in the host."""
+    high = max([10, *targets]) + 1
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, high) for fd in [*stdio, *passed]]
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(moved[0], 1)
+    os.dup2(moved[1], 2)
+    for fd, target in zip(moved[2:], targets, strict=False):
+        os.dup2(fd, target)  # inheritable
+    keep = {0, 1, 2, *targets}
+    for fd in _open_fds():
+        if fd not in keep and not _is_cloexec(fd):
+            os.close(fd)
+    for fd in moved:
+        if fd not in keep:
+            os.close(fd)
+    if null not in keep:
+        os.close(null)
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
+
+
+def _is_cloexec(fd: int) -> bool:
+    try:
+        return not os.get_inheritable(fd)
+    except OSError:
+        return True
+
+
+def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int]) -> None:
+    """Drop privileges, apply every in-process layer, exec. Never returns."""
+    for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    _place_fds(stdio, passed, plan["fd_targets"])
+    os.chdir(plan["cwd"])
+    os.umask(0o022)
+    for res, soft, hard in plan["rlimits"]:
+        import resource
+
+        resource.setrlimit(res, (soft, hard))
+    uid, gid = plan.get("uid"), plan.get("gid")
+    parent = os.getppid()
+    if uid is not None and gid is not None:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    _die_with_parent(parent)  # after the uid change, which clears the death signal
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    ll = plan.get("landlock")
+    if ll is not None:
+        landlock.restrict_self(landlock.LandlockPolicy(
+            read_paths=tuple(ll["read"]), write_paths=tuple(ll["write"]),
+            deny_tcp=ll["deny_tcp"], scope=ll["scope"]))
+    sc = plan.get("seccomp")
+    if sc is not None:
+        seccomp_layer.apply(allow_network=sc["allow_network"])
+    os.execve(plan["argv"][0], plan["argv"], plan["env"])
+
+
+def run(plan: dict[str, Any], fds: list[int], errfd: int, spawner: int,
+        close: tuple[int, ...] = ()) -> None:
+    """Body of the spawner's forked child (``close``: the spawner's own fds). Never returns."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in close:
+            os.close(fd)
+        high = fcntl.fcntl(errfd, fcntl.F_DUPFD_CLOEXEC, 512)
+        os.close(errfd)
+        errfd = high
+        stdio = (fds[0], fds[1])
+        passed = fds[3:]
+        os.close(fds[2])  # the status pipe is the spawner's
+        os.setsid()
+        _die_with_parent(spawner)
+        for d in plan.get("cgroup_dirs", ()):
+            with open(os.path.join(d, "cgroup.procs"), "w") as fh:
+                fh.write(str(os.getpid()))
+        if plan["level"] != "isolated":
+            exec_workload(plan, stdio, passed)
+        _isolated(plan, stdio, passed, errfd)
+    except BaseException as exc:  # report anything, then die: we are a forked child
+        _report(errfd, exc)
+        os._exit(127)
+
+
+def _report(errfd: int, exc: BaseException) -> None:
+    msg = f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, OSError):
+        msg += "\n" + "".join(traceback.format_exception(exc))
+    with contextlib.suppress(OSError):
+        os.write(errfd, msg.encode()[:4000])
+
+
+def _isolated(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
+              errfd: int) -> None:
+    flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
+    if not plan["network"]:
+        flags |= CLONE_NEWNET
+    unshare(flags)
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init == 0:
+        try:
+            os.close(status_r)
+            _die_with_parent(None)
+            _namespace_init(plan, stdio, passed, errfd, status_w)
+        except BaseException as exc:
+            _report(errfd, exc)
+        os._exit(127)
+    # holder: keep nothing of the sandbox open, wait for init, re-create the status
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.close(status_w)
+    for fd in (*stdio, *passed, errfd):
+        os.close(fd)
+    _, st = os.waitpid(init, 0)
+    data = os.read(status_r, 64)
+    status = int(data) if data.strip() else st
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 127)
+
+
+def _namespace_init(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
+                    errfd: int, status_w: int) -> None:
+    socket.sethostname("sandbox")
+    if plan["network"] is False:
+        pass  # a fresh net namespace: only a down loopback; nothing to reach
+    m = plan["mounts"]
+    mounts.build_root(mounts.MountPlan(
+        new_root=m["new_root"], read_paths=tuple(m["read"]), write_paths=tuple(m["write"]),
+        socket_dir=m["socket_dir"], tmp_mb=m["tmp_mb"], cwd=plan["cwd"]))
+    forward = {"pid": 0}
+
+    def on_term(signum: int, frame: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(-1, signal.SIGTERM)  # as pid 1: everyone in the namespace but us
+
+    signal.signal(signal.SIGTERM, on_term)
+    workload = os.fork()
+    if workload == 0:
+        os.close(status_w)
+        exec_workload(plan, stdio, passed)
+    forward["pid"] = workload
+    for fd in (*stdio, *passed, errfd):
+        os.close(fd)
+    while True:
+        try:
+            pid, st = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if pid == workload:
+            os.write(status_w, str(st).encode())
+            os._exit(0)

@@ -1,0 +1,89 @@
+"""The seccomp filter applied last before the sandboxed interpreter starts.
+
+Why pyseccomp: a seccomp filter is BPF over *architecture-specific* syscall numbers, with
+an architecture check up front and argument comparisons for ``socket`` and ``clone``.
+libseccomp (``libseccomp2``, present on every Debian/Ubuntu system because apt and systemd
+depend on it) resolves names per architecture and generates correct BPF; writing that by
+hand is where sandboxes get subtly wrong. Debian's ``python3-seccomp`` binding exists only
+for Debian's own interpreter, not for a venv or pyenv Python, so it cannot be a dependency.
+``pyseccomp`` is a small pure-ctypes binding with the same API, installable from PyPI by the
+project's own install step. When it (or libseccomp) is missing the layer reports itself
+unavailable and the level is downgraded or refused (``min_isolation``).
+
+The filter is a deny-list (default allow) because the workload is arbitrary Python with
+native extensions: an allow-list would break legitimate programs in ways we cannot test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import socket
+from typing import Any
+
+#: denied outright with EPERM: kernel attack surface and escape helpers
+DENIED = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
+    "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+    "open_by_handle_at", "name_to_handle_at",
+    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+    "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "syslog",
+    "iopl", "ioperm", "vhangup", "lookup_dcookie", "nfsservctl",
+    "fanotify_init",
+)
+#: clone() flags that create namespaces
+NAMESPACE_FLAGS = (
+    0x00020000  # CLONE_NEWNS
+    | 0x02000000  # CLONE_NEWCGROUP
+    | 0x04000000  # CLONE_NEWUTS
+    | 0x08000000  # CLONE_NEWIPC
+    | 0x10000000  # CLONE_NEWUSER
+    | 0x20000000  # CLONE_NEWPID
+    | 0x40000000  # CLONE_NEWNET
+    | 0x00000080  # CLONE_NEWTIME
+)
+TIOCSTI = 0x5412
+
+
+def load_module() -> Any:
+    """Import pyseccomp; raises ImportError/OSError when it or libseccomp is missing."""
+    import pyseccomp
+
+    return pyseccomp
+
+
+def build_filter(allow_network: bool = False) -> Any:
+    """The filter object (not loaded). ``allow_network`` permits non-Unix sockets."""
+    sc = load_module()
+    flt = sc.SyscallFilter(sc.ALLOW)
+    eperm = sc.ERRNO(errno.EPERM)
+    for name in DENIED:
+        _rule(sc, flt, eperm, name)
+    # clone3 passes its flags in memory a filter cannot read: make glibc fall back to clone
+    _rule(sc, flt, sc.ERRNO(errno.ENOSYS), "clone3")
+    for flag in _bits(NAMESPACE_FLAGS):
+        _rule(sc, flt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
+    _rule(sc, flt, eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, TIOCSTI))
+    if not allow_network:
+        _rule(sc, flt, sc.ERRNO(errno.EAFNOSUPPORT), "socket",
+              sc.Arg(0, sc.NE, socket.AF_UNIX))
+    return flt
+
+
+def apply(allow_network: bool = False) -> None:
+    """Build and load the filter into the calling thread (sets no-new-privileges)."""
+    build_filter(allow_network).load()
+
+
+def _bits(mask: int) -> list[int]:
+    return [1 << i for i in range(mask.bit_length()) if mask & (1 << i)]
+
+
+def _rule(sc: Any, flt: Any, action: int, name: str, *args: Any) -> None:
+    # a syscall missing on this architecture or libseccomp version is simply skipped
+    with contextlib.suppress(ValueError, OSError, RuntimeError):
+        flt.add_rule(action, name, *args)

@@ -1,0 +1,119 @@
+"""Host side of the spawner process (see :mod:`._spawnserver`): start it, ask it to spawn.
+
+:class:`Spawner` is thread-safe (one request at a time) and a context manager; closing it
+makes the spawner SIGKILL whatever it still runs and exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from execengine.errors import SandboxError
+
+READY_TIMEOUT = 30.0
+REPLY_TIMEOUT = 30.0
+
+
+class Spawner:
+    def __init__(self, python: str = sys.executable) -> None:
+        self.python = python
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self.pid: int | None = None
+
+    def _start(self) -> socket.socket:
+        if self._closed:
+            raise SandboxError("the spawner is closed")
+        if self._sock is not None:
+            if self._proc is not None and self._proc.poll() is None:
+                return self._sock
+            self._stop()  # it died: start a fresh one
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._proc = subprocess.Popen(
+                [self.python, "-I", "-m", "execengine.isolation._spawnserver",
+                 str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], env={}, cwd="/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise SandboxError(f"cannot start the sandbox spawner: {exc}") from exc
+        finally:
+            theirs.close()
+        self._sock = ours
+        ours.settimeout(READY_TIMEOUT)
+        try:
+            hello = json.loads(ours.recv(4096) or b"{}")
+        except (OSError, ValueError) as exc:
+            self._stop()
+            raise SandboxError(f"the sandbox spawner did not start: {exc}") from exc
+        if not hello.get("ready"):
+            self._stop()
+            raise SandboxError("the sandbox spawner did not start (see stderr)")
+        self.pid = int(hello["pid"])
+        ours.settimeout(REPLY_TIMEOUT)
+        return ours
+
+    def request(self, obj: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
+        with self._lock:
+            sock = self._start()
+            try:
+                socket.send_fds(sock, [json.dumps(obj).encode()], list(fds))
+                data = sock.recv(1 << 20)
+            except OSError as exc:
+                self._stop()
+                raise SandboxError(f"the sandbox spawner failed: {exc}") from exc
+            if not data:
+                self._stop()
+                raise SandboxError("the sandbox spawner exited unexpectedly")
+            reply: dict[str, Any] = json.loads(data)
+            return reply
+
+    def spawn(self, plan: dict[str, Any], fds: Sequence[int]) -> int:
+        reply = self.request({"op": "spawn", "plan": plan}, fds)
+        if not reply.get("ok"):
+            raise SandboxError(f"cannot start the sandboxed child: {reply.get('error')}")
+        return int(reply["pid"])
+
+    def kill_uid(self, uid: int, sig: int) -> None:
+        self.request({"op": "kill_uid", "uid": uid, "sig": sig})
+
+    def _stop(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._stop()
+
+    def __enter__(self) -> Spawner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(Exception):
+                import warnings
+
+                warnings.warn("unclosed sandbox spawner", ResourceWarning, stacklevel=1)
