@@ -1,0 +1,210 @@
+"""Who says yes: the :class:`Approver` interface and its implementations.
+
+An approver answers an :class:`ApprovalRequest` with an :class:`Answer` (once, for this
+session, always, or deny), or with ``None``: "not mine to decide, ask the next one".
+:class:`ChainApprover` asks a list in order, so a smart classifier can escalate to a human
+and a human-less host falls through to the policy from config.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import enum
+import os
+import select
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from execengine._asyncbridge import bridge
+
+
+class Decision(str, enum.Enum):
+    ONCE = "once"
+    SESSION = "session"
+    ALWAYS = "always"
+    DENY = "deny"
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    command: str
+    #: descriptions of the dangerous patterns the command matched (and that are not approved)
+    descriptions: tuple[str, ...]
+    session: str = "default"
+    origin: str = "agent"
+
+
+@dataclass(frozen=True)
+class Answer:
+    decision: Decision
+    reason: str = ""
+    #: which approver answered ("prompt", "callback", "smart", "policy")
+    by: str = ""
+
+    @property
+    def approved(self) -> bool:
+        return self.decision is not Decision.DENY
+
+
+class Approver(abc.ABC):
+    @abc.abstractmethod
+    def decide(self, request: ApprovalRequest) -> Answer | None:
+        """An answer, or ``None`` to pass the request to the next approver."""
+
+
+def how_to_allow(descriptions: Sequence[str]) -> str:
+    listed = ", ".join(repr(d) for d in descriptions)
+    return (f"To allow it: run from a host that can ask you (e.g. the CLI), add {listed} to "
+            "approvals.command_allowlist in config.yaml, or set approvals.mode: allow.")
+
+
+class PolicyApprover(Approver):
+    """The non-interactive policy of ``approvals.mode``: allow, deny, or ask-with-nobody."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def decide(self, request: ApprovalRequest) -> Answer:
+        what = ", ".join(request.descriptions)
+        if self.mode == "allow":
+            return Answer(Decision.ONCE, "approvals.mode is 'allow'", "policy")
+        if self.mode == "deny":
+            return Answer(Decision.DENY, f"dangerous command refused ({what}): approvals.mode "
+                          "is 'deny'. " + how_to_allow(request.descriptions), "policy")
+        return Answer(Decision.DENY, f"dangerous command needs approval ({what}) and no "
+                      "approver is available to ask. " + how_to_allow(request.descriptions),
+                      "policy")
+
+
+class ChainApprover(Approver):
+    def __init__(self, approvers: Sequence[Approver]) -> None:
+        self.approvers = list(approvers)
+
+    def decide(self, request: ApprovalRequest) -> Answer | None:
+        for approver in self.approvers:
+            answer = approver.decide(request)
+            if answer is not None:
+                return answer
+        return None
+
+
+_WORDS = {"o": Decision.ONCE, "once": Decision.ONCE, "y": Decision.ONCE, "yes": Decision.ONCE,
+          "s": Decision.SESSION, "session": Decision.SESSION,
+          "a": Decision.ALWAYS, "always": Decision.ALWAYS,
+          "d": Decision.DENY, "deny": Decision.DENY, "n": Decision.DENY, "no": Decision.DENY}
+
+
+def parse_decision(text: Any) -> Decision | None:
+    """``"once"``/``"o"``/``"yes"``/``True``, ``"session"``, ``"always"``, ``"deny"``/``False``."""
+    if isinstance(text, Decision):
+        return text
+    if isinstance(text, bool):
+        return Decision.ONCE if text else Decision.DENY
+    if isinstance(text, str):
+        return _WORDS.get(text.strip().lower())
+    return None
+
+
+class PromptApprover(Approver):
+    """Asks on a terminal (or any pair of streams): ``[o]nce / [s]ession / [a]lways / [d]eny``.
+
+    Reads a line from ``input`` within ``timeout`` seconds (no answer, end of input or three
+    unreadable answers deny). A stream with a file descriptor is read unbuffered, so the
+    timeout holds for real pipes and PTYs.
+    """
+
+    def __init__(self, input: IO[str], output: IO[str], *, timeout: float = 60.0,
+                 attempts: int = 3) -> None:
+        self.input, self.output, self.timeout, self.attempts = input, output, timeout, attempts
+
+    def decide(self, request: ApprovalRequest) -> Answer:
+        self.output.write(f"\n⚠️  Dangerous command ({', '.join(request.descriptions)}):\n"
+                          f"    {request.command}\n")
+        deadline = time.monotonic() + self.timeout
+        for _ in range(self.attempts):
+            self.output.write("Allow? [o]nce / [s]ession / [a]lways / [d]eny: ")
+            self.output.flush()
+            line = self._readline(deadline)
+            if line is None:
+                self.output.write("\n")
+                return Answer(Decision.DENY, "no answer (timed out or input closed)", "prompt")
+            decision = parse_decision(line)
+            if decision is not None:
+                return Answer(decision, "answered at the prompt", "prompt")
+            self.output.write(f"Not understood: {line.strip()!r}\n")
+        return Answer(Decision.DENY, "no valid answer", "prompt")
+
+    def _readline(self, deadline: float) -> str | None:
+        try:
+            fd = self.input.fileno()
+        except (AttributeError, OSError, ValueError):
+            line = self.input.readline()
+            return line or None
+        buf = b""
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            try:
+                chunk = os.read(fd, 1)
+            except OSError:  # EIO: the other side of a PTY went away
+                chunk = b""
+            if not chunk:
+                return buf.decode("utf-8", "replace") or None
+            buf += chunk
+        return buf.decode("utf-8", "replace")
+
+
+class CallbackApprover(Approver):
+    """For hosts that relay the question elsewhere (a chat platform): ``await
+    callback(request)`` returns ``"once"``/``"session"``/``"always"``/``"deny"`` (or a bool,
+    or a :class:`Decision`); ``None`` passes to the next approver. No answer within
+    ``timeout`` denies."""
+
+    def __init__(self, callback: Callable[[ApprovalRequest], Awaitable[Any]], *,
+                 timeout: float = 60.0) -> None:
+        self.callback, self.timeout = callback, timeout
+
+    async def adecide(self, request: ApprovalRequest) -> Answer | None:
+        try:
+            raw = await asyncio.wait_for(self.callback(request), self.timeout)
+        except asyncio.TimeoutError:
+            return Answer(Decision.DENY, f"no answer within {self.timeout:g}s", "callback")
+        if raw is None:
+            return None
+        decision = parse_decision(raw)
+        if decision is None:
+            return Answer(Decision.DENY, f"unrecognised answer {raw!r}", "callback")
+        return Answer(decision, "answered by the host", "callback")
+
+    def decide(self, request: ApprovalRequest) -> Answer | None:
+        return bridge().run(self.adecide(request))
+
+
+#: ``classifier(request)`` returns "approve", "deny" or "escalate"
+Classifier = Callable[[ApprovalRequest], str]
+
+
+class SmartApprover(Approver):
+    """A pluggable classifier decides the clear cases; the rest (``"escalate"``, anything
+    unrecognised, or a classifier error) go to the next approver."""
+
+    def __init__(self, classifier: Classifier) -> None:
+        self.classifier = classifier
+
+    def decide(self, request: ApprovalRequest) -> Answer | None:
+        try:
+            verdict = str(self.classifier(request)).strip().lower()
+        except Exception:
+            return None
+        if verdict == "approve":
+            return Answer(Decision.ONCE, "approved by the classifier", "smart")
+        if verdict == "deny":
+            return Answer(Decision.DENY, "denied by the classifier", "smart")
+        return None

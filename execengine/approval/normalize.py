@@ -1,0 +1,428 @@
+"""Normalising a shell command before it is matched against the dangerous patterns.
+
+Obfuscation that changes how a command *looks* but not what bash runs must not change the
+verdict. :func:`normalize` therefore:
+
+1. folds Unicode look-alikes: zero-width characters removed, NFKC (fullwidth ``ｒｍ`` is
+   ``rm``), then a map of common Cyrillic/Greek confusables to Latin letters;
+2. removes line continuations (backslash-newline);
+3. replaces ``$IFS`` / ``${IFS}`` with a space and drops the empty positional parameters
+   (``$1``..``$9``, ``$@``, ``$*``) a ``bash -c`` string sees;
+4. splits the command like bash does (quotes and backslashes inside words are removed, so
+   ``r''m``, ``"r"m`` and ``r\\m`` are ``rm``) into simple commands at ``;``, ``&``, ``&&``,
+   ``||``, ``|``, newlines and parentheses; the insides of ``$( )``, backticks and
+   ``<( )`` / ``>( )`` are parsed as commands too;
+5. unwraps each simple command, recursively: leading ``VAR=value`` assignments, ``sudo``,
+   ``doas``, ``env``, ``command``, ``builtin``, ``exec``, ``nohup``, ``nice``, ``timeout``,
+   ``xargs``, ``time``, ... are skipped; ``sh -c``, ``bash -c`` (any shell, any option
+   cluster holding ``c``), ``su -c``, ``env -S`` and ``eval`` have their string parsed as
+   commands; ``find -exec``/``-execdir``/``-ok`` yield the command they run; a path before
+   the command name is dropped (``/bin/rm`` is ``rm``).
+
+The result has three views for the patterns: ``raw`` (after steps 1-3), ``text`` (all
+words, quotes removed, joined with the operators, nested scripts appended) and
+``commands`` (each unwrapped simple command as ``"name arg arg"``). Over-normalising is
+safe here (it can only add a match), so the rules lean that way.
+"""
+
+# The confusables map is made of look-alike characters on purpose.
+# ruff: noqa: RUF001, RUF002
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+MAX_DEPTH = 8
+
+_ZERO_WIDTH = dict.fromkeys(
+    map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad"
+        "\u180e\u034f"), None)
+_CONFUSABLES = str.maketrans({
+    # Cyrillic
+    "а": "a", "в": "b", "е": "e", "ё": "e", "к": "k", "м": "m", "н": "h", "о": "o",
+    "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "ѕ": "s", "і": "i", "ї": "i",
+    "ј": "j", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "ɡ": "g",
+    "А": "A", "В": "B", "Е": "E", "К": "K", "М": "M", "Н": "H", "О": "O", "Р": "P",
+    "С": "C", "Т": "T", "Х": "X", "Ѕ": "S", "І": "I", "Ј": "J",
+    # Greek
+    "α": "a", "ε": "e", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p", "τ": "t",
+    "υ": "u", "χ": "x", "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I",
+    "Κ": "K", "Μ": "M", "Ν": "N", "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X",
+    # punctuation that NFKC leaves alone
+    "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
+    "\u2212": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
+    "\u2044": "/", "\u2215": "/", "\u29f8": "/", "\u00a0": " ",
+})
+_IFS = re.compile(r"\$\{IFS\}|\$IFS(?![A-Za-z0-9_])")
+_EMPTY_PARAMS = re.compile(r"\$\{?[1-9@*]\}?")
+_CONTINUATION = re.compile(r"\\\r?\n")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
+
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh",
+                    "rbash", "yash", "busybox"})
+#: wrappers whose next non-option word is the command; value = options taking an argument
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-h", "-p", "-U", "-C", "-r", "-t", "-D", "-R", "-T"}),
+    "doas": frozenset({"-u", "-C"}),
+    "command": frozenset(), "builtin": frozenset(), "exec": frozenset({"-a"}),
+    "nohup": frozenset(), "time": frozenset({"-f", "-o"}), "nice": frozenset({"-n"}),
+    "ionice": frozenset({"-c", "-n", "-p"}), "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "setsid": frozenset(), "unbuffer": frozenset(), "chrt": frozenset(),
+    "taskset": frozenset(), "xargs": frozenset({"-I", "-n", "-P", "-d", "-L", "-s", "-E",
+                                                "-a", "-i"}),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}),
+    "watch": frozenset({"-n", "-d", "--interval"}), "flock": frozenset({"-w", "-E"}),
+    "strace": frozenset({"-o", "-e", "-p", "-s"}), "ltrace": frozenset({"-o", "-e"}),
+    "proxychains": frozenset(), "torsocks": frozenset(), "firejail": frozenset(),
+    "caffeinate": frozenset(), "systemd-run": frozenset({"-u", "-p", "--unit"}),
+}
+#: wrappers followed by one positional argument before the command
+_ONE_ARG = {"timeout": 1, "taskset": 1, "chrt": 1, "flock": 1}
+
+
+@dataclass(frozen=True)
+class Normalized:
+    raw: str
+    text: str
+    commands: tuple[str, ...]
+
+
+def fold_unicode(text: str) -> str:
+    text = text.translate(_ZERO_WIDTH)
+    text = unicodedata.normalize("NFKC", text)
+    return text.translate(_CONFUSABLES)
+
+
+def prepare(text: str) -> str:
+    """Steps 1-3: Unicode, continuations, ``$IFS`` and empty parameters."""
+    text = fold_unicode(text)
+    text = _CONTINUATION.sub("", text)
+    text = _IFS.sub(" ", text)
+    return _EMPTY_PARAMS.sub("", text)
+
+
+# -- lexing -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Lexed:
+    #: simple commands (word lists) and the operator that followed each
+    commands: list[tuple[list[str], str]]
+    #: scripts found inside $( ), backticks and <( ) >(), to be parsed too
+    nested: list[str]
+
+
+def _matching(text: str, i: int, open_: str, close: str) -> int:
+    """Index just past the ``close`` matching the ``open_`` before ``i`` (quote-aware)."""
+    depth, n = 1, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "'":
+            j = text.find("'", i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if c == '"':
+            i = _dquote_end(text, i + 1)
+            continue
+        if c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
+
+
+def _dquote_end(text: str, i: int) -> int:
+    n = len(text)
+    while i < n:
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i + 1
+        i += 1
+    return n
+
+
+def lex(text: str) -> _Lexed:
+    out = _Lexed([], [])
+    words: list[str] = []
+    word: list[str] = []
+    has_word = False
+    i, n = 0, len(text)
+
+    def end_word() -> None:
+        nonlocal has_word
+        if has_word:
+            words.append("".join(word))
+        word.clear()
+        has_word = False
+
+    def end_command(op: str) -> None:
+        nonlocal words
+        end_word()
+        if words:
+            out.commands.append((words, op))
+        elif out.commands and op in ("|", "&&", "||") and not out.commands[-1][1]:
+            out.commands[-1] = (out.commands[-1][0], op)
+        words = []
+
+    def substitution(start: int, body_start: int, open_: str, close: str) -> int:
+        nonlocal has_word
+        end = _matching(text, body_start, open_, close)
+        inner = text[body_start:end - 1] if end <= n and text[end - 1] == close else \
+            text[body_start:end]
+        out.nested.append(inner)
+        word.append(text[start:end])
+        has_word = True
+        return end
+
+    while i < n:
+        c = text[i]
+        if c in " \t":
+            end_word()
+            i += 1
+        elif c in "\n;":
+            end_command(";")
+            i += 1
+        elif c == "#" and not has_word:
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c == "&":
+            if text.startswith("&&", i):
+                end_command("&&")
+                i += 2
+            elif text.startswith("&>", i):
+                end_word()
+                words.append("&>>" if text.startswith("&>>", i) else "&>")
+                i += 3 if text.startswith("&>>", i) else 2
+            else:
+                end_command("&")
+                i += 1
+        elif c == "|":
+            if text.startswith("||", i):
+                end_command("||")
+                i += 2
+            else:
+                end_command("|")
+                i += 2 if text.startswith("|&", i) else 1
+        elif c in "<>" and text.startswith("(", i + 1):
+            i = substitution(i, i + 2, "(", ")")
+        elif c in "<>":
+            if has_word and "".join(word).isdigit():
+                word.clear()
+                has_word = False
+            end_word()
+            m = re.match(r"<<<|<<-?|<>|<&|<|>>|>\||>&|>", text[i:])
+            assert m is not None
+            words.append(m.group(0))
+            i += len(m.group(0))
+        elif c in "()":
+            end_command(";")
+            i += 1
+        elif c == "\\":
+            if i + 1 < n:
+                word.append(text[i + 1])
+            has_word = True
+            i += 2
+        elif c == "'":
+            j = text.find("'", i + 1)
+            j = n if j < 0 else j
+            word.append(text[i + 1:j])
+            has_word = True
+            i = j + 1
+        elif c == '"':
+            i = _lex_dquote(text, i + 1, word, out)
+            has_word = True
+        elif c == "`":
+            j = i + 1
+            while j < n and text[j] != "`":
+                j += 2 if text[j] == "\\" else 1
+            out.nested.append(text[i + 1:j])
+            word.append(text[i:j + 1])
+            has_word = True
+            i = j + 1
+        elif c == "$" and text.startswith("$((", i):
+            end = _matching(text, i + 3, "(", ")")
+            word.append(text[i:end + 1])
+            has_word = True
+            i = end + 1
+        elif c == "$" and text.startswith("$(", i):
+            i = substitution(i, i + 2, "(", ")")
+        elif c == "$" and text.startswith("$'", i):
+            j = i + 2
+            while j < n and text[j] != "'":
+                j += 2 if text[j] == "\\" else 1
+            word.append(_ansi_c(text[i + 2:j]))
+            has_word = True
+            i = j + 1
+        else:
+            word.append(c)
+            has_word = True
+            i += 1
+    end_command("")
+    return out
+
+
+def _lex_dquote(text: str, i: int, word: list[str], out: _Lexed) -> int:
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            return i + 1
+        if c == "\\" and i + 1 < n:
+            nxt = text[i + 1]
+            word.append(nxt if nxt in '$`"\\\n' else "\\" + nxt)
+            i += 2
+        elif c == "$" and text.startswith("$(", i) and not text.startswith("$((", i):
+            end = _matching(text, i + 2, "(", ")")
+            out.nested.append(text[i + 2:end - 1])
+            word.append(text[i:end])
+            i = end
+        elif c == "`":
+            j = i + 1
+            while j < n and text[j] != "`":
+                j += 2 if text[j] == "\\" else 1
+            out.nested.append(text[i + 1:j])
+            word.append(text[i:j + 1])
+            i = j + 1
+        else:
+            word.append(c)
+            i += 1
+    return n
+
+
+_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a",
+           "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v"}
+
+
+def _ansi_c(body: str) -> str:
+    """``$'...'`` strings: escapes including ``\\x72`` and octal ``\\162`` decoded."""
+
+    def sub(m: re.Match[str]) -> str:
+        s = m.group(1)
+        if s[0] in "xX":
+            return chr(int(s[1:], 16))
+        if s[0] in "uU":
+            return chr(int(s[1:], 16))
+        if s[0].isdigit():
+            return chr(int(s, 8) & 0xFF)
+        return _ANSI_C.get(s, "\\" + s)
+
+    return re.sub(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|.)",
+                  sub, body)
+
+
+# -- unwrapping ---------------------------------------------------------------------------
+
+
+def _basename(word: str) -> str:
+    return word.rsplit("/", 1)[-1] if "/" in word.rstrip("/") else word
+
+
+def _skip_options(args: list[str], with_value: frozenset[str]) -> list[str]:
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return args[i + 1:]
+        if not a.startswith("-") or a == "-":
+            break
+        if a in with_value or (a.startswith("--") and "=" not in a and a in with_value):
+            i += 2
+        else:
+            i += 1
+    return args[i:]
+
+
+def _shell_script(args: list[str]) -> str | None:
+    """The ``-c`` string of a shell invocation, if any."""
+    for i, a in enumerate(args):
+        if a == "--":
+            return None
+        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+            rest = [x for x in args[i + 1:] if x != "--"]
+            return rest[0] if rest else None
+        if not a.startswith(("-", "+")):
+            return None
+    return None
+
+
+def _unwrap(words: list[str], depth: int, sink: list[list[str]], texts: list[str]) -> None:
+    while words and (words[0] in ("{", "}", "!", "then", "do", "else", "elif", "if",
+                                  "while", "until") or _ASSIGNMENT.match(words[0])):
+        words = words[1:]
+    while words and words[-1] in ("}", "fi", "done"):
+        words = words[:-1]
+    if not words:
+        return
+    name = _basename(words[0])
+    args = words[1:]
+    if depth >= MAX_DEPTH:
+        sink.append([name, *args])
+        return
+    if name in SHELLS or name == "su":
+        script = _shell_script(args)
+        if script is not None:
+            _parse(script, depth + 1, sink, texts)
+            return
+    if name == "eval":
+        _parse(" ".join(args), depth + 1, sink, texts)
+        return
+    if name == "env":
+        rest: list[str] = []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-S", "--split-string") and i + 1 < len(args):
+                _parse(" ".join(args[i + 1:]), depth + 1, sink, texts)
+                return
+            if a in ("-u", "--unset", "-C", "--chdir"):
+                i += 2
+            elif a.startswith("-") or _ASSIGNMENT.match(a):
+                i += 1
+            else:
+                rest = args[i:]
+                break
+        _unwrap(rest, depth + 1, sink, texts)
+        return
+    if name in _WRAPPERS:
+        rest = _skip_options(args, _WRAPPERS[name])
+        rest = rest[_ONE_ARG.get(name, 0):]
+        if rest:
+            _unwrap(rest, depth + 1, sink, texts)
+            return
+    if name == "find":
+        for i, a in enumerate(args):
+            if a in ("-exec", "-execdir", "-ok", "-okdir"):
+                tail = args[i + 1:]
+                stop = next((k for k, w in enumerate(tail) if w in (";", "+")), len(tail))
+                _unwrap(tail[:stop], depth + 1, sink, texts)
+    sink.append([name, *args])
+
+
+def _parse(script: str, depth: int, sink: list[list[str]], texts: list[str]) -> None:
+    lexed = lex(prepare(script) if depth else script)
+    parts = []
+    for words, op in lexed.commands:
+        parts.append(" ".join(words) + (f" {op}" if op else ""))
+        _unwrap(list(words), depth, sink, texts)
+    texts.append(" ".join(parts))
+    if depth < MAX_DEPTH:
+        for inner in lexed.nested:
+            _parse(inner, depth + 1, sink, texts)
+
+
+def normalize(command: str) -> Normalized:
+    raw = prepare(command)
+    sink: list[list[str]] = []
+    texts: list[str] = []
+    _parse(raw, 0, sink, texts)
+    commands = tuple(" ".join(w) for w in sink)
+    return Normalized(raw=raw, text=" ; ".join(t for t in texts if t), commands=commands)
