@@ -17,6 +17,7 @@ COMMANDS = (
     "execengine.cli.tools_cmd",
     "execengine.cli.run_cmd",
     "execengine.cli.chat_cmd",
+    "execengine.cli.doctor_cmd",
 )
 
 
