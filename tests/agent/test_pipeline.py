@@ -1,0 +1,101 @@
+"""The pipeline used directly, as a framework with its own loop would."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from execengine.agent import ToolCallPipeline
+from execengine.agent.messages import normalize_assistant
+from execengine.config import Config
+from execengine.registry import ToolRegistry
+
+from .conftest import assert_valid_transcript, call
+
+
+def test_anthropic_tool_use_through_the_pipeline(make_registry, tmp_path):
+    (tmp_path / "a.txt").write_text("A")
+    reg, tools = make_registry()
+    pipe = ToolCallPipeline(reg, tools=reg.get_tool_definitions(format="anthropic"),
+                            extras={"cwd": str(tmp_path)})
+    out = pipe.process({"role": "assistant", "stop_reason": "tool_use", "content": [
+        {"type": "text", "text": "reading"},
+        {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.txt"}},
+    ]})
+    assert out.tool_messages == [{"role": "tool", "tool_call_id": "toolu_1",
+                                  "content": json.dumps({"content": "A"})}]
+    assert out.assistant_message["content"] == "reading"
+    assert_valid_transcript(out.messages)
+    assert tools.calls_of("read_file") == [{"path": "a.txt"}]
+
+
+def test_every_call_gets_exactly_one_result_in_order(make_registry, tmp_path):
+    reg, _ = make_registry()
+    pipe = ToolCallPipeline(reg, extras={"cwd": str(tmp_path)})
+    msg = {"role": "assistant", "content": "", "tool_calls": [
+        call("nope", "{}", "1"), call("web_search", '{"query": "a"}', "2"),
+        call("web_search", '{"query": "a"}', "3"), call("read_file", "{bad", "4"),
+        call("read_file", "[1]", "5"), call("read_file", "{}", "6"),
+        call("WEB_SEARCH", '{"query": "b"}', "7")]}
+    out = pipe.process(msg)
+    assert [m["tool_call_id"] for m in out.tool_messages] == list("1234567")
+    assert [c.status for c in out.calls] == [
+        "unknown_tool", "ok", "duplicate", "truncated", "not_object", "invalid_arguments",
+        "ok"]
+    assert all(json.loads(c.result).get("error") for c in out.calls
+               if c.status not in ("ok", "duplicate"))
+    assert out.plan.parallel  # the two web_search calls that ran
+
+
+def test_batch_timeout_through_the_pipeline(tmp_path):
+    reg = ToolRegistry(Config().with_overrides({"agent.batch_timeout": 1.0}))
+    release = threading.Event()
+    seen = []
+
+    def stuck(args, ctx):
+        seen.append(args["query"])
+        release.wait(10)
+        return "late"
+
+    reg.register("web_search", "web", {"description": "s", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}}}, stuck)
+    reg.register("web_extract", "web", {"description": "e", "parameters": {
+        "type": "object", "properties": {}}}, lambda a, c: {"pages": []})
+    try:
+        out = ToolCallPipeline(reg).process({"role": "assistant", "tool_calls": [
+            call("web_search", {"query": "q"}, "s"), call("web_extract", {}, "e")]})
+    finally:
+        release.set()
+        reg.close()
+    s, e = out.calls
+    assert (s.status, e.status) == ("timeout", "ok")
+    assert "timed out" in json.loads(s.result)["error"]
+    assert seen == ["q"]
+
+
+def test_history_ids_are_respected(make_registry):
+    reg, _ = make_registry()
+    pipe = ToolCallPipeline(reg)
+    history = [{"role": "assistant", "tool_calls": [call("web_search", "{}", "call_0")]}]
+    out = pipe.process({"role": "assistant", "tool_calls": [
+        call("web_search", {"query": "x"}, "call_0")]}, history=history)
+    assert out.calls[0].id != "call_0"
+
+
+def test_normalised_turn_can_be_passed_in(make_registry):
+    reg, tools = make_registry()
+    turn = normalize_assistant({"role": "assistant", "tool_calls": [
+        call("web_search", {"query": "x"}, "a")]}, finish_reason="length")
+    out = ToolCallPipeline(reg).process(turn)
+    assert out.calls[0].status == "truncated" and tools.log == []
+
+
+def test_agent_level_tool_without_handler_says_so(tmp_path):
+    reg = ToolRegistry.with_builtins(plugins=False)
+    try:
+        out = ToolCallPipeline(reg, tools=reg.get_tool_definitions(["memory"])).process(
+            {"role": "assistant", "tool_calls": [call("memory", {"action": "read"}, "m")]})
+    finally:
+        reg.close()
+    assert out.calls[0].status == "tool_error"
+    assert "set_agent_handler" in out.calls[0].result
