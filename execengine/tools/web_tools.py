@@ -119,12 +119,13 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return {"error": f"'char_limit' must be an integer >= 100, got {limit!r}"}
     fetcher = _fetcher(ctx)
     store = ctx.service(SPILL, SpillStore)
-    unique = list(dict.fromkeys(u if isinstance(u, str) else repr(u) for u in urls))
+    keys = [u if isinstance(u, str) else repr(u) for u in urls]
+    unique = dict(zip(keys, urls, strict=True))  # each distinct URL is fetched once
     workers = max(1, min(MAX_PARALLEL, len(unique)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="web_extract") as pool:
         done = dict(zip(unique, pool.map(
-            lambda u: extract_one(u, fetcher, store, limit), unique), strict=True))
-    return {"results": [dict(done[u if isinstance(u, str) else repr(u)]) for u in urls]}
+            lambda u: extract_one(u, fetcher, store, limit), unique.values()), strict=True))
+    return {"results": [dict(done[k]) for k in keys]}
 
 
 def extract_one(url: Any, fetcher: Fetcher, store: SpillStore, limit: int) -> dict[str, Any]:
