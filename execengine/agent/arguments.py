@@ -92,6 +92,12 @@ def parse_arguments(raw: Any, tool: str, *, truncated_response: bool = False) ->
         )
     try:
         value = json.loads(raw)
+    except RecursionError:
+        return ParsedArguments(
+            "invalid_json",
+            error=f"Arguments for {tool!r} are nested too deeply to parse. Send a flatter "
+            "JSON object.",
+        )
     except json.JSONDecodeError as exc:
         if looks_unterminated(raw):
             return ParsedArguments(

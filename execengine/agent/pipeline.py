@@ -16,7 +16,9 @@ Every call gets exactly one result message, whatever happened to it.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -34,6 +36,7 @@ from execengine.agent.messages import AssistantTurn, ToolCall, history_ids, norm
 from execengine.agent.names import DEFAULT_CUTOFF, resolve_tool_name
 from execengine.dispatch import error_result
 from execengine.registry import ToolRegistry
+from execengine.schema import NAME_RE
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 CallStatus = Literal[
@@ -94,6 +97,18 @@ def _definition_parts(defn: Mapping[str, Any]) -> tuple[str, Mapping[str, Any] |
     fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else defn
     params = fn.get("parameters", fn.get("input_schema"))
     return str(fn.get("name")), params if isinstance(params, Mapping) else None
+
+
+def history_name(name: str) -> str:
+    """A name providers accept in a history, for a call whose name matched no tool.
+
+    The model's own spelling is kept when it is a valid function name; otherwise invalid
+    characters become ``_`` (the error result still quotes the original).
+    """
+    if NAME_RE.match(name):
+        return name
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64].strip("_")
+    return cleaned or "unknown_tool"
 
 
 def _is_error(text: str) -> bool:
@@ -221,9 +236,21 @@ class ToolCallPipeline:
                     duplicate_of=first)
 
         ordered = tuple(outcomes[c.id] for c in t.tool_calls)
-        repaired = [replace(c, name=o.name) if o.name else c
+        repaired = [replace(c, name=o.name or history_name(c.name))
                     for c, o in zip(t.tool_calls, ordered, strict=True)]
         return TurnOutcome(t, t.to_openai(repaired), ordered, plan)
+
+    async def aprocess(
+        self,
+        message: Mapping[str, Any] | AssistantTurn,
+        *,
+        finish_reason: str | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+        turn: int = 0,
+    ) -> TurnOutcome:
+        """:meth:`process` for hosts running an event loop (runs in a worker thread)."""
+        return await asyncio.to_thread(self.process, message, finish_reason=finish_reason,
+                                       history=history, turn=turn)
 
     def _job(self, name: str, args: dict[str, Any]) -> Any:
         def run() -> str:

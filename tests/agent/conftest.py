@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -94,6 +95,19 @@ class ChatServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(5)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_tool_threads() -> Iterator[None]:
+    """Worker threads of parallel batches must be gone shortly after each test."""
+    yield
+    deadline = time.monotonic() + 5
+    while True:
+        left = [t.name for t in threading.enumerate() if t.name.startswith("execengine-tool")]
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"tool threads still running: {left}"
+        time.sleep(0.01)
 
 
 @pytest.fixture

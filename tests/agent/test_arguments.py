@@ -70,3 +70,8 @@ def test_valid_arguments_pass():
 
 def test_no_schema_means_parse_only():
     assert check_arguments('{"anything": 1}', "t", None).ok
+
+
+def test_deeply_nested_json_is_an_error_not_a_crash():
+    res = parse_arguments('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "t")
+    assert res.status == "invalid_json" and "nested too deeply" in res.error

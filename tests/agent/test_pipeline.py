@@ -99,3 +99,22 @@ def test_agent_level_tool_without_handler_says_so(tmp_path):
         reg.close()
     assert out.calls[0].status == "tool_error"
     assert "set_agent_handler" in out.calls[0].result
+
+
+def test_unknown_names_invalid_for_providers_are_sanitised_in_history(make_registry):
+    reg, _ = make_registry()
+    out = ToolCallPipeline(reg).process({"role": "assistant", "tool_calls": [
+        call("my tool!", "{}", "a"), call("", "{}", "b"), call("fine-name", "{}", "c")]})
+    names = [tc["function"]["name"] for tc in out.assistant_message["tool_calls"]]
+    assert names == ["my_tool", "unknown_tool", "fine-name"]
+    assert "'my tool!'" in json.loads(out.calls[0].result)["error"]
+    assert "an empty name" in json.loads(out.calls[1].result)["error"]
+
+
+def test_async_process(make_registry):
+    import asyncio
+
+    reg, tools = make_registry()
+    out = asyncio.run(ToolCallPipeline(reg).aprocess({"role": "assistant", "tool_calls": [
+        call("web_search", {"query": "x"}, "a")]}))
+    assert out.calls[0].status == "ok" and tools.calls_of("web_search") == [{"query": "x"}]
