@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from execengine.bench.workflow import Workflow, answer_from_output, decode_resul
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
     from execengine.bench.tokens import TokenCounter
+    from execengine.config import Config
     from execengine.registry import ToolRegistry
 
 SYSTEM_PROMPT = ("You are a software agent working in a project directory. Use the tools to "
@@ -207,3 +208,30 @@ class Runner:
 def _short(value: Any) -> str:
     text = json.dumps(normalize(value))
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
+              encoding: str = "o200k_base",
+              progress: Callable[[WorkflowResult], None] | None = None,
+              ) -> list[WorkflowResult]:
+    """Run ``workflows`` both ways on fresh fixtures and a registry of the built-in tools.
+
+    ``config`` (default: built-in defaults) is adjusted by :func:`bench_overrides`.
+    """
+    from execengine.bench.fixtures import Fixtures
+    from execengine.bench.tokens import TokenCounter
+    from execengine.config import Config
+    from execengine.registry import ToolRegistry
+
+    counter = TokenCounter(encoding)
+    out: list[WorkflowResult] = []
+    with Fixtures() as fx:
+        cfg = (config or Config()).with_overrides(bench_overrides(fx))
+        with ToolRegistry.with_builtins(cfg, plugins=False) as registry:
+            runner = Runner(registry, fx, counter)
+            for wf in workflows:
+                result = runner.run(wf)
+                out.append(result)
+                if progress is not None:
+                    progress(result)
+    return out
