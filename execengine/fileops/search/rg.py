@@ -56,11 +56,8 @@ class RipgrepBackend:
         return out
 
     def grep(self, query: Query, max_hits: int) -> list[Hit]:
+        # file_glob is applied afterwards, not with --glob: rg's globs override .gitignore
         args = [self.exe, "--json", *_COMMON]
-        if query.file_glob is not None and not query.file_glob.on_path and not any(
-            c in query.file_glob.text for c in "{}\\"
-        ):
-            args += ["--glob", query.file_glob.text]
         try:
             return self._grep([*args, "-e", query.pattern, "--", str(query.root)], max_hits)
         except PatternUnsupported:
