@@ -192,7 +192,7 @@ def test_file_name_search(reg):
 def test_regex_dialect_features_agree(reg):
     assert paths(both(reg, pattern=r"(\w)\1 =")) == ["mixed.py"]
     assert [m["line"] for m in both(reg, pattern=r"foo(?=\()", path="a.py")["matches"]] == [3]
-    assert paths(both(reg, pattern="foo$")) == ["noeol.txt"]
+    assert paths(both(reg, pattern="foo$")) == ["bad.txt", "noeol.txt"]
     assert paths(both(reg, pattern="included$", path="sub")) == ["sub/x.log"]
 
 
