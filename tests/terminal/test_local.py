@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from execengine.terminal.backend import TIMEOUT_EXIT_CODE, TerminalError
+from execengine.terminal.local import LocalBackend
+from tests.terminal.conftest import procs_with
+
+
+def run(backend: LocalBackend, command: str, env: dict[str, str], cwd: str = "/",
+        timeout: float = 10, limit: int = 10_000, pty: bool = False):
+    return backend.run(command, cwd=cwd, env=env, timeout=timeout, max_output_chars=limit,
+                       pty=pty)
+
+
+def test_output_exit_code_and_stderr_merged(backend, env, fd_count) -> None:
+    r = run(backend, "echo out; echo err >&2; exit 7", env)
+    assert r.output == "out\nerr\n"
+    assert r.exit_code == 7
+    assert r.duration >= 0 and not r.timed_out
+
+
+def test_final_cwd_reported_even_after_exit(backend, env, tmp_path) -> None:
+    (tmp_path / "sub").mkdir()
+    r = run(backend, "cd sub && exit 3", env, cwd=str(tmp_path))
+    assert r.cwd == str(tmp_path / "sub")
+    assert r.exit_code == 3
+
+
+def test_env_is_exactly_the_given_one(backend, env) -> None:
+    r = run(backend, "echo ${HOME:+home}-${ONLY_HERE:-none}", {**env, "ONLY_HERE": "x"})
+    assert r.output.strip() == "home-x"
+    r = run(backend, "echo ${HOME:+home}-${ONLY_HERE:-none}", env)
+    assert r.output.strip() == "home-none"
+
+
+def test_non_utf8_output_is_replaced(backend, env) -> None:
+    r = run(backend, r"printf 'a\377\376b'", env)
+    assert r.output == "a\ufffd\ufffdb"
+
+
+def test_output_cap_head_and_tail(backend, env) -> None:
+    r = run(backend, "seq 1 200000", env, limit=1000)
+    assert r.truncated and r.total_chars > 1_000_000
+    assert r.output.startswith("1\n2\n3\n")
+    assert r.output.endswith("199999\n200000\n")
+    assert "characters omitted" in r.output
+
+
+def test_timeout_kills_the_whole_tree_including_escapees(backend, env, fd_count) -> None:
+    token = uuid.uuid4().hex
+    # a child in the group, a setsid'd grandchild and a double-forked one, all ignoring TERM
+    command = (f"trap '' TERM; T={token}_a sleep 300 & T={token}_b setsid sleep 300 & "
+               f"( ( T={token}_c sleep 300 & ) & ); echo started; wait")
+    t0 = time.monotonic()
+    r = run(backend, command, env, timeout=0.5)
+    assert r.timed_out and r.exit_code == TIMEOUT_EXIT_CODE
+    assert "started" in r.output and "timed out after 0.5s" in r.output
+    assert time.monotonic() - t0 < 10
+    assert procs_with(token) == []
+
+
+def test_grandchild_holding_the_pipe_does_not_delay_the_result(backend, env) -> None:
+    token = uuid.uuid4().hex
+    r = run(backend, f"(T={token} sleep 30 &) ; echo done", env, timeout=20)
+    assert r.output == "done\n" and r.exit_code == 0
+    assert r.duration < 5  # not the 30 s the grandchild would hold the pipe
+    assert procs_with(token) == []
+
+
+def test_pty_mode_gives_a_terminal(backend, env) -> None:
+    r = run(backend, "test -t 0 && test -t 1 && echo tty; printf 'a\\nb\\n'", env, pty=True)
+    assert r.output == "tty\na\nb\n"
+    plain = run(backend, "test -t 1 && echo tty || echo notty", env)
+    assert plain.output == "notty\n"
+
+
+def test_missing_cwd_is_an_error(backend, env, tmp_path) -> None:
+    with pytest.raises(TerminalError, match="does not exist"):
+        run(backend, "true", env, cwd=str(tmp_path / "nope"))
+
+
+def test_background_start_poll_log_wait(backend, env, fd_count) -> None:
+    info = backend.start("for i in 1 2 3; do echo line$i; sleep 0.05; done; exit 4",
+                         task="t", cwd="/", env=env)
+    assert info.running and info.id
+    done = backend.wait(info.id, task="t", timeout=10)
+    assert not done.running and done.exit_code == 4
+    first = backend.read(info.id, task="t")
+    assert first.text == "line1\nline2\nline3\n"
+    assert backend.read(info.id, task="t").text == ""  # nothing new
+    assert backend.read(info.id, task="t", since=6).text == "line2\nline3\n"
+    assert [p.id for p in backend.processes("t")] == [info.id]
+    assert backend.processes("other") == []
+    with pytest.raises(KeyError):
+        backend.poll(info.id, task="other")
+
+
+def test_background_ring_buffer_is_bounded(backend, env) -> None:
+    info = backend.start("seq 1 100000", task="t", cwd="/", env=env)
+    backend.wait(info.id, task="t", timeout=10)
+    chunk = backend.read(info.id, task="t", since=0)
+    assert len(chunk.text) == 4096 and chunk.dropped > 0
+    assert chunk.text.endswith("99999\n100000\n")
+
+
+def test_background_kill_and_close_kill_everything(env) -> None:
+    token = uuid.uuid4().hex
+    b = LocalBackend(kill_grace=0.2)
+    a = b.start(f"T={token}_1 sleep 300", task="t", cwd="/", env=env)
+    b.start(f"trap '' TERM; T={token}_2 setsid sleep 300 & T={token}_3 sleep 300", task="t",
+            cwd="/", env=env)
+    b.start(f"T={token}_4 sleep 300", task="u", cwd="/", env=env, pty=True)
+    deadline = time.monotonic() + 5
+    while len(procs_with(token)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    killed = b.kill(a.id, task="t")
+    assert not killed.running and killed.exit_code == 128 + 15
+    assert not [p for p in procs_with(f"{token}_1")]
+    b.close()
+    b.close()  # idempotent
+    assert procs_with(token) == []
+    with pytest.raises(TerminalError, match="closed"):
+        b.start("true", task="t", cwd="/", env=env)
+
+
+def test_background_limit(env) -> None:
+    with LocalBackend(max_background=1, kill_grace=0.1) as b:
+        b.start("sleep 30", task="t", cwd="/", env=env)
+        with pytest.raises(TerminalError, match="limit is 1"):
+            b.start("sleep 30", task="t", cwd="/", env=env)
+
+
+def test_no_bash_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(TerminalError, match="bash is not installed"):
+        LocalBackend()
