@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+from _engine_helpers import Recorder, engine_config, make_registry
+
+from execengine.engine import Engine
+from execengine.launch.base import Launcher
+
+
+@pytest.fixture
+def leakcheck():
+    """No child processes, staging or socket directories, or fds left behind."""
+    me = psutil.Process()
+    fds = me.num_fds()
+    recorders: list[Recorder] = []
+    yield recorders
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and (me.children(recursive=True) or me.num_fds() > fds):
+        time.sleep(0.02)
+    assert [p for p in me.children(recursive=True) if p.status() != "zombie"] == []
+    left = [d for r in recorders for d in r.dirs if d and os.path.exists(d)]
+    assert left == []
+    assert me.num_fds() <= fds
+
+
+@pytest.fixture
+def calls():
+    return []
+
+
+@pytest.fixture
+def make_engine(leakcheck, calls):
+    made = []
+
+    def make(launcher: Launcher | None = None, **over) -> Engine:
+        cfg = engine_config(**over)
+        reg = make_registry(cfg, calls)
+        launcher = launcher or Recorder()
+        if isinstance(launcher, Recorder):
+            leakcheck.append(launcher)
+        eng = Engine(config=cfg, registry=reg, launcher=launcher)
+        made.append((eng, reg))
+        return eng
+
+    yield make
+    for eng, reg in made:
+        eng.close()
+        reg.close()
+
+
+@pytest.fixture
+def engine(make_engine):
+    return make_engine()
