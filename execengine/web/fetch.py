@@ -1,7 +1,7 @@
 """HTTP(S) fetching with the standard library, bounded in every direction.
 
 One :meth:`Fetcher.fetch` call follows redirects (each hop parsed, resolved and vetted by
-the SSRF guard again), connects to the vetted address while sending the URL's host in the
+the SSRF guard again), connects to the vetted addresses while sending the URL's host in the
 ``Host`` header and TLS SNI, and stops at ``web.timeout`` seconds for the whole exchange
 (a watchdog shuts the socket, so a server that drips one byte a second cannot stall it).
 Bodies are read up to ``web.max_bytes`` raw and decoded (gzip/deflate) up to ``max_bytes``
@@ -122,23 +122,31 @@ class Response:
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
-    """Connects to a vetted address; ``Host`` still names the URL's host."""
+    """Connects to vetted addresses (first that answers); ``Host`` names the URL's host."""
 
-    def __init__(self, host: str, port: int, *, address: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, *, addresses: list[str], timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
-        self.address = address
+        self.addresses = addresses
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        failure: OSError | None = None
+        for address in self.addresses:
+            try:
+                self.sock = socket.create_connection((address, self.port), self.timeout)
+            except OSError as exc:
+                failure = exc
+                continue
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return
+        raise failure or OSError(f"no address to connect to for {self.host}")
 
 
 class _PinnedHTTPSConnection(_PinnedHTTPConnection):
     default_port = 443
 
-    def __init__(self, host: str, port: int, *, address: str, timeout: float,
+    def __init__(self, host: str, port: int, *, addresses: list[str], timeout: float,
                  context: ssl.SSLContext) -> None:
-        super().__init__(host, port, address=address, timeout=timeout)
+        super().__init__(host, port, addresses=addresses, timeout=timeout)
         self.tls = context
 
     def connect(self) -> None:
@@ -211,14 +219,14 @@ class Fetcher:
         seen = {(method, target.url)}
         while True:
             try:
-                address = self.policy.vet(target.host, target.port, self.resolver)
+                addresses = self.policy.vet(target.host, target.port, self.resolver)
             except BlockedAddressError as exc:
                 if chain:
                     raise BlockedAddressError(
                         f"redirected from {chain[-1]} to {target.url}: {exc}") from exc
                 raise
             status, reason, got, data, cut = self._exchange(
-                target, address, method, sent, body, deadline)
+                target, addresses, method, sent, body, deadline)
             location = got.get("location")
             if status not in REDIRECTS or not location:
                 return Response(target.url, status, reason, got, data, cut, tuple(chain))
@@ -248,7 +256,7 @@ class Fetcher:
             target = nxt
 
     def _exchange(
-        self, target: Target, address: str, method: str, headers: Mapping[str, str],
+        self, target: Target, addresses: list[str], method: str, headers: Mapping[str, str],
         body: bytes | None, deadline: float,
     ) -> tuple[int, str, dict[str, str], bytes, bool]:
         remaining = deadline - time.monotonic()
@@ -257,10 +265,10 @@ class Fetcher:
         conn: _PinnedHTTPConnection
         if target.scheme == "https":
             context = self.ssl_context or ssl.create_default_context()
-            conn = _PinnedHTTPSConnection(target.host, target.port, address=address,
+            conn = _PinnedHTTPSConnection(target.host, target.port, addresses=addresses,
                                           timeout=remaining, context=context)
         else:
-            conn = _PinnedHTTPConnection(target.host, target.port, address=address,
+            conn = _PinnedHTTPConnection(target.host, target.port, addresses=addresses,
                                          timeout=remaining)
         fired = threading.Event()
 

@@ -113,8 +113,8 @@ class AddressPolicy:
                 return True
         return False
 
-    def vet(self, host: str, port: int, resolver: Resolver = system_resolver) -> str:
-        """Resolve ``host`` once and return the address to connect to.
+    def vet(self, host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+        """Resolve ``host`` once and return the addresses to connect to, in order.
 
         Raises :class:`BlockedAddressError` when any address is refused (a name that mixes
         public and internal addresses is refused whole), :class:`ConnectionFailedError`
@@ -125,7 +125,7 @@ class AddressPolicy:
         if not addresses:
             raise ConnectionFailedError(f"host {host!r} resolved to no address")
         if self.allow_private or self.host_allowed(host):
-            return addresses[0]
+            return addresses
         for text in addresses:
             ip = _parse_ip(text)
             if ip is None:
@@ -138,7 +138,7 @@ class AddressPolicy:
                     "addresses are blocked; allow them with web.allowed_hosts or "
                     "web.allow_private in config.yaml"
                 )
-        return addresses[0]
+        return addresses
 
 
 def _parse_ip(text: str) -> IPAddress | None:

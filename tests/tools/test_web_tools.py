@@ -216,3 +216,16 @@ def test_single_url_string_is_accepted(server: Any) -> None:
     server.static("/s", "one", "text/plain")
     with registry(allowed_hosts=["127.0.0.1"]) as reg:
         assert call(reg, "web_extract", urls=server.url("/s"))["results"][0]["content"] == "one"
+
+
+def test_hosts_can_supply_their_own_provider() -> None:
+    from execengine.tools.web_tools import PROVIDER_EXTRA
+    from execengine.web.providers import SearchResult, StaticProvider
+
+    fake = StaticProvider([SearchResult("t", "https://u.example/", "d")])
+    with registry(provider="searxng", **{"searxng.url": "http://127.0.0.1:1/"}) as reg:
+        text = reg.dispatch("web_search", {"query": " q ", "limit": 50},
+                            **{PROVIDER_EXTRA: fake})
+    assert json.loads(text) == {"data": {"web": [
+        {"title": "t", "url": "https://u.example/", "description": "d"}]}}
+    assert fake.queries == [("q", 20)]

@@ -237,3 +237,30 @@ def test_bad_urls_are_refused_before_any_network(url: str, message: str) -> None
 
 def test_idn_host_is_encoded() -> None:
     assert parse_url("https://bücher.example/ä?q=1").host == "xn--bcher-kva.example"
+
+
+def test_next_vetted_address_is_tried_when_the_first_refuses(server: LocalServer) -> None:
+    server.static("/", "second address", "text/plain")
+    dns = FakeDNS({"two.test": ["127.0.0.2", "127.0.0.1"]})  # nothing listens on .2
+    fetcher = local(resolver=dns, policy=AddressPolicy(allowed_hosts=("two.test",)))
+    assert fetcher.fetch(f"http://two.test:{server.port}/").body == b"second address"
+    assert dns.calls == ["two.test"]
+
+
+def test_chunked_gzip_body(server: LocalServer) -> None:
+    payload = gzip.compress(b"chunk " * 5000)
+
+    def chunked(h: Handler) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        for i in range(0, len(payload), 700):
+            part = payload[i:i + 700]
+            h.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+        h.wfile.write(b"0\r\n\r\n")
+
+    server.route("/chunked", chunked)
+    resp = local().fetch(server.url("/chunked"))
+    assert resp.body == b"chunk " * 5000 and not resp.truncated

@@ -50,7 +50,7 @@ def test_internal_addresses_are_classified_as_blocked(address: str) -> None:
 @pytest.mark.parametrize("address", PUBLIC)
 def test_public_addresses_pass(address: str) -> None:
     assert classify(ipaddress.ip_address(address)) is None
-    assert AddressPolicy().vet(address, 80) == address
+    assert AddressPolicy().vet(address, 80) == [address]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "[::1]", "169.254.169.254", "[::ffff:127.0.0.1]"])
@@ -80,12 +80,12 @@ def test_a_name_resolving_to_any_internal_address_is_refused_whole() -> None:
 
 def test_vet_resolves_once_and_returns_the_vetted_address() -> None:
     dns = FakeDNS({"ok.test": ["93.184.216.34", "1.1.1.1"]})
-    assert AddressPolicy().vet("ok.test", 443, dns) == "93.184.216.34"
+    assert AddressPolicy().vet("ok.test", 443, dns) == ["93.184.216.34", "1.1.1.1"]
     assert dns.calls == ["ok.test"]
 
 
 def test_allow_private_lifts_the_check() -> None:
-    assert AddressPolicy(allow_private=True).vet("127.0.0.1", 80) == "127.0.0.1"
+    assert AddressPolicy(allow_private=True).vet("127.0.0.1", 80) == ["127.0.0.1"]
 
 
 @pytest.mark.parametrize(("entry", "host", "allowed"), [
@@ -107,14 +107,14 @@ def test_allowed_hosts_matching(entry: str, host: str, allowed: bool) -> None:
 def test_allowed_host_name_may_resolve_to_private_addresses() -> None:
     dns = FakeDNS({"intranet.test": ["10.0.0.7"]})
     policy = AddressPolicy(allowed_hosts=("intranet.test",))
-    assert policy.vet("intranet.test", 80, dns) == "10.0.0.7"
+    assert policy.vet("intranet.test", 80, dns) == ["10.0.0.7"]
     with pytest.raises(BlockedAddressError):
         AddressPolicy().vet("intranet.test", 80, dns)
 
 
 def test_allowed_network_covers_resolved_addresses() -> None:
     dns = FakeDNS({"db.test": ["10.1.1.1"]})
-    assert AddressPolicy(allowed_hosts=("10.1.0.0/16",)).vet("db.test", 80, dns) == "10.1.1.1"
+    assert AddressPolicy(allowed_hosts=("10.1.0.0/16",)).vet("db.test", 80, dns) == ["10.1.1.1"]
 
 
 def test_unresolvable_name_is_a_connection_failure() -> None:
