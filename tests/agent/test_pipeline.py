@@ -118,3 +118,42 @@ def test_async_process(make_registry):
     out = asyncio.run(ToolCallPipeline(reg).aprocess({"role": "assistant", "tool_calls": [
         call("web_search", {"query": "x"}, "a")]}))
     assert out.calls[0].status == "ok" and tools.calls_of("web_search") == [{"query": "x"}]
+
+
+def test_framework_integration_example(tmp_path):
+    """The README's "plug the pipeline into your own loop" example, run for real."""
+    from execengine import ToolRegistry as PublicRegistry
+    from execengine.agent import ScriptedModel, install_agent_handlers, repair_transcript
+
+    (tmp_path / "notes.txt").write_text("TODO: a\nTODO: b\n")
+    scripted = ScriptedModel([
+        {"role": "assistant", "content": None, "tool_calls": [
+            call("search_files", {"pattern": "TODO", "path": str(tmp_path)}, "s")]},
+        {"role": "assistant", "content": "2 TODOs."},
+    ])
+
+    def my_llm(messages, tools):
+        r = scripted.complete(messages, tools)
+        return {"message": r.message, "finish_reason": r.finish_reason}
+
+    config = Config().with_overrides({"agent.memory_file": str(tmp_path / "m.json")})
+    registry = PublicRegistry.with_builtins(config, plugins=False)
+    install_agent_handlers(registry)
+    tools = registry.get_tool_definitions(["coding"])
+    pipeline = ToolCallPipeline(registry, tools=tools, task_id="session-1")
+    messages: list = [{"role": "user", "content": "Count the TODOs"}]
+    statuses = []
+    while True:
+        messages = repair_transcript(messages).messages
+        response = my_llm(messages, tools)
+        message, finish = response["message"], response["finish_reason"]
+        if not message.get("tool_calls"):
+            messages.append(message)
+            break
+        turn = pipeline.process(message, finish_reason=finish, history=messages)
+        messages.extend(turn.messages)
+        statuses += [c.status for c in turn.calls]
+    registry.close()
+    assert statuses == ["ok"]
+    assert json.loads(messages[2]["content"])["total_count"] == 2
+    assert_valid_transcript(messages)
