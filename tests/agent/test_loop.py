@@ -342,3 +342,30 @@ def test_budget_must_be_positive(make_registry, budget):
     reg, _ = make_registry()
     with pytest.raises(ValueError):
         run_conversation("x", registry=reg, model=object(), max_iterations=budget)  # type: ignore[arg-type]
+
+
+def test_budget_spent_on_empty_replies_ends_without_grace(make_registry):
+    from execengine.agent import ScriptedModel
+
+    reg, _ = make_registry()
+    model = ScriptedModel([{"role": "assistant", "content": ""}, {"role": "assistant",
+                                                                 "content": "late"}])
+    result = run_conversation("x", registry=reg, model=model, max_iterations=1)
+    assert (result.stop_reason, result.iterations, result.grace_call) == ("empty", 1, False)
+    assert len(model.requests) == 1
+
+
+def test_on_turn_sees_each_tool_turn_and_system_prompt_is_first(make_registry):
+    from execengine.agent import ScriptedModel
+
+    reg, _ = make_registry()
+    model = ScriptedModel([
+        {"role": "assistant", "tool_calls": [call("web_search", {"query": "a"}, "1")]},
+        {"role": "assistant", "tool_calls": [call("web_search", {"query": "b"}, "2")]},
+        {"role": "assistant", "content": "ok"}])
+    seen = []
+    result = run_conversation("x", registry=reg, model=model, system_prompt="be brief",
+                              on_turn=lambda t: seen.append([c.id for c in t.calls]))
+    assert seen == [["1"], ["2"]]
+    assert result.messages[0] == {"role": "system", "content": "be brief"}
+    assert model.requests[0]["messages"][0]["role"] == "system"
