@@ -229,3 +229,27 @@ def test_hosts_can_supply_their_own_provider() -> None:
     assert json.loads(text) == {"data": {"web": [
         {"title": "t", "url": "https://u.example/", "description": "d"}]}}
     assert fake.queries == [("q", 20)]
+
+
+def test_a_script_calls_both_tools_through_hermes_tools(server: Any) -> None:
+    from execengine.engine.core import execute_code
+
+    server.static("/p", "<title>Hi</title><p>from a script</p>")
+    server.route("/search", lambda h: h.reply(200, json.dumps({"results": [
+        {"title": "A", "url": "https://a.example/", "content": "c"}]}),
+        {"Content-Type": "application/json"}))
+    cfg = Config().with_overrides({
+        "web.allowed_hosts": ["127.0.0.1"], "web.provider": "searxng",
+        "web.searxng.url": server.url("/"), "code_execution.mode": "strict",
+        "code_execution.timeout": 30})
+    code = f"""
+from hermes_tools import web_extract, web_search
+r = web_extract([{server.url('/p')!r}, "http://169.254.169.254/"])
+print(r["results"][0]["title"], "|", r["results"][0]["content"])
+print("blocked" if "link-local" in r["results"][1]["error"] else "NOT BLOCKED")
+print(web_search("q", limit=1)["data"]["web"][0]["url"])
+"""
+    result = execute_code(code, config=cfg)
+    assert result.status == "success", result
+    assert result.output.splitlines() == ["Hi | from a script", "blocked", "https://a.example/"]
+    assert result.tool_calls_made == 2
