@@ -106,10 +106,13 @@ def _hello() -> None:
 
 
 def _close_client() -> None:
+    # the hello thread may still be importing the client (a script that ends at once)
     client_module = sys.modules.get(__package__ + ".client") if __package__ else None
-    if client_module is not None and client_module._client is not None:
-        client = client_module._client
-        if client.pid == os.getpid():
+    client = getattr(client_module, "_client", None)
+    if client is not None and client.pid == os.getpid():
+        import contextlib
+
+        with contextlib.suppress(Exception):  # exiting anyway; the kernel closes the socket
             client.close()
 
 
@@ -148,7 +151,9 @@ def run_script(path: str) -> int:
     except SystemExit:
         raise
     except BaseException as exc:
-        sys.excepthook(type(exc), exc, _strip_own_frames(exc.__traceback__))
+        # the default hook prints ``exc.__traceback__`` (3.11+), so trim it on the exception
+        tb = _strip_own_frames(exc.__traceback__)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         return EXIT_KEYBOARD_INTERRUPT if isinstance(exc, KeyboardInterrupt) else 1
     return 0
 
