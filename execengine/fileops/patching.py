@@ -1,11 +1,15 @@
-"""``patch`` in patch mode: a multi-file unified diff, validated whole before any write."""
+"""``patch`` in patch mode: a multi-file patch, validated whole before any write.
+
+Unified diffs (:mod:`.udiff`) and the ``*** Begin Patch`` envelope (:mod:`.v4a`) are read
+into the same :class:`FilePatch` values and applied the same way.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from execengine.fileops import udiff
+from execengine.fileops import udiff, v4a
 from execengine.fileops.commit import Change, commit_all
 from execengine.fileops.diffs import unified
 from execengine.fileops.errors import FileOpError
@@ -28,7 +32,7 @@ def apply_patch(scope: Scope, text: str) -> dict[str, Any]:
     outcomes: list[FileOutcome] = []
     diffs: list[str] = []
     claimed: set[str] = set()
-    for fp in udiff.parse(text):
+    for fp in (v4a.parse(text) if v4a.is_v4a(text) else udiff.parse(text)):
         src = scope.path(fp.old_path, "patching")[0] if fp.old_path else None
         dst = scope.path(fp.new_path, "patching")[0] if fp.new_path else None
         for p in (src, dst):
@@ -46,7 +50,7 @@ def apply_patch(scope: Scope, text: str) -> dict[str, Any]:
                 raise FileOpError(f"patch modifies {scope.show(src)!r}, which does not exist; "
                                   "no file was changed")
             before = read_text(src, "patch", strict=True)
-        after = udiff.apply(fp, before)
+        after = "" if fp.whole else udiff.apply(fp, before)
         shown = scope.show(dst or src)  # type: ignore[arg-type]
         if dst is None:
             assert src is not None

@@ -31,6 +31,7 @@ class Hunk:
     lines: list[tuple[str, str]] = field(default_factory=list)  # (" "|"-"|"+", text)
     old_no_eol: bool = False
     new_no_eol: bool = False
+    anchor: str | None = None  # a line the hunk comes after (bare "@@ anchor" hunks)
 
     @property
     def old(self) -> list[str]:
@@ -51,6 +52,7 @@ class FilePatch:
     old_path: str | None  # None: the file is created
     new_path: str | None  # None: the file is deleted
     hunks: list[Hunk] = field(default_factory=list)
+    whole: bool = False  # a deletion of the whole file, whatever its content
 
     @property
     def path(self) -> str:
@@ -193,6 +195,10 @@ def apply(fp: FilePatch, original: str) -> str:
             new = [x if x.endswith("\r") else x + "\r" for x in new]
         if h.old_start is None:
             expected = floor
+            if h.anchor is not None:
+                found = _locate(text.lines, [h.anchor], floor, floor)
+                if found is not None:
+                    expected = floor = found + 1
         elif not old:
             expected = h.old_start + delta  # pure insertion after line old_start
         else:

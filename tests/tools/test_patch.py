@@ -301,3 +301,41 @@ def test_difflib_diffs_round_trip(reg, work):
         out = patch(reg, mode="patch", patch=diff)
         assert out["success"] is True, (round_, out)
         assert (work / "r.txt").read_text() == new_text, round_
+
+
+V4A = """\
+*** Begin Patch
+*** Update File: m.py
+@@ def g():
+-    return 1
++    return 2
+*** Add File: docs/new.md
++# New
++text
+*** Delete File: old.txt
+*** End Patch
+"""
+
+
+def test_begin_patch_envelope(reg, work):
+    (work / "m.py").write_text(CODE)
+    (work / "old.txt").write_text("bye\n")
+    out = patch(reg, mode="patch", patch=V4A)
+    assert out["success"] is True, out
+    assert [f["action"] for f in out["files"]] == ["modified", "created", "deleted"]
+    # the anchor picks the second 'return 1', after 'def g():'
+    assert (work / "m.py").read_text() == CODE[:-2] + "2\n"
+    assert (work / "docs" / "new.md").read_text() == "# New\ntext\n"
+    assert not (work / "old.txt").exists()
+    assert "-bye\n" in out["diff"]
+
+
+def test_begin_patch_failure_changes_nothing(reg, work):
+    (work / "m.py").write_text(CODE)
+    (work / "old.txt").write_text("bye\n")
+    before = snapshot(work)
+    out = patch(reg, mode="patch", patch=V4A.replace("-    return 1", "-    return 9"))
+    assert out["success"] is False and out["failed_file"] == "m.py"
+    assert snapshot(work) == before
+    out = patch(reg, mode="patch", patch="*** Begin Patch\n*** Update File: m.py\n-x\n")
+    assert "without '*** End Patch'" in out["error"]
