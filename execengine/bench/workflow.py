@@ -105,7 +105,7 @@ class Workflow:
             raise WorkflowError(f"workflow {self.name!r}{where}: plan and script must be callable")
 
 
-def batches(calls: Sequence[Call] | Sequence[Sequence[Call]]) -> list[list[Call]]:
+def batches(calls: Sequence[Call | Sequence[Call]]) -> list[list[Call]]:
     """Normalise a flat list of calls (one per message) or a list of batches."""
     out: list[list[Call]] = []
     for item in calls:
