@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -119,10 +120,8 @@ def cleanup_pids() -> Iterator[list[int]]:
     pids: list[int] = []
     yield pids
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 # -- running the script -------------------------------------------------------------------
@@ -291,8 +290,8 @@ def test_syntax_error(host: FakeHost, staged: Staged) -> None:
 def test_custom_excepthook_is_honoured(host: FakeHost, staged: Staged) -> None:
     r = run(staged, """
         import sys
-        sys.excepthook = lambda t, v, tb: sys.stderr.write("hooked %s %s\\n"
-                                                          % (t.__name__, tb.tb_frame.f_code.co_name))
+        sys.excepthook = lambda t, v, tb: sys.stderr.write(
+            "hooked %s %s\\n" % (t.__name__, tb.tb_frame.f_code.co_name))
         raise ValueError("x")
     """)
     assert (r.code, r.stderr) == (1, "hooked ValueError <module>\n")
