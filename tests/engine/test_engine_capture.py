@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import os
+
+from execengine.engine.capture import OutputCapture, clean_text, redact, strip_ansi
+
+
+def test_under_limit_is_exact():
+    c = OutputCapture(100)
+    c.feed(b"hello ")
+    c.feed(b"world")
+    r = c.result()
+    assert (r.text, r.truncated, r.total_bytes, r.spill_path) == ("hello world", False, 11, None)
+
+
+def test_head_and_tail_40_60_with_marker_and_spill(tmp_path):
+    c = OutputCapture(1000, spill=True, spill_dir=str(tmp_path))
+    data = "".join(f"{n:05d}\n" for n in range(2000)).encode()  # 12,000 bytes
+    for i in range(0, len(data), 777):
+        c.feed(data[i:i + 777])
+    r = c.result()
+    assert r.truncated and r.total_bytes == 12_000 and r.kept_bytes == 1000
+    head, _, tail = r.text.partition("\n\n... [")
+    assert data.decode().startswith(head) and len(head) == 400
+    assert data.decode().endswith(tail.split("] ...\n\n")[1])
+    assert "11,000 of 12,000 bytes omitted" in r.text and r.spill_path in r.text
+    with open(r.spill_path, "rb") as f:
+        assert f.read() == data
+    os.unlink(r.spill_path)
+
+
+def test_spill_is_capped(tmp_path):
+    c = OutputCapture(300, spill=True, spill_dir=str(tmp_path), spill_limit=1000)
+    c.feed(b"x" * 5000)
+    r = c.result()
+    assert os.path.getsize(r.spill_path) == 1000
+
+
+def test_clean_text():
+    assert strip_ansi("\x1b[1;31mred\x1b[0m \x1b]0;title\x07ok") == "red ok"
+    assert clean_text(b"a\xffb") == "a\ufffdb"
+    assert "sk-abcdefghijklmnop1234" not in redact("key sk-abcdefghijklmnop1234 here")
+    assert redact("Authorization: Bearer abcdefghijklmnopqrstuvwxyz") == (
+        "Authorization: Bearer [REDACTED]")
+    assert redact("BYPASS_MODE=1") == "BYPASS_MODE=1"

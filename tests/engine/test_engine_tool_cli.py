@@ -1,0 +1,88 @@
+"""The execute_code tool (schema patch, fail closed) and ``execengine run``."""
+
+from __future__ import annotations
+
+import json
+
+from _engine_helpers import engine_config, make_registry
+
+from execengine.cli import main
+from execengine.registry import ToolRegistry
+
+
+def _registry():
+    reg = make_registry(engine_config())
+    reg.apply(__import__("execengine.tools.code_execution_tool",
+                         fromlist=["specs"]).specs)
+    return reg
+
+
+def test_description_from_available_tools_and_config():
+    reg = _registry()
+    try:
+        defs = {d["function"]["name"]: d["function"] for d in reg.get_tool_definitions()}
+        text = defs["execute_code"]["description"]
+        assert "- web_search: Search the web." in text and "memory" not in text
+        assert "20s wall time; 50 tool calls" in text
+        assert "private temporary directory" in text  # strict mode
+        # only web enabled: the description lists just that
+        defs = reg.get_tool_definitions(["web", "code_execution"])
+        text = next(d["function"]["description"] for d in defs
+                    if d["function"]["name"] == "execute_code")
+        assert "web_search" in text and "terminal" not in text
+    finally:
+        reg.close()
+
+
+def test_empty_allowed_set_fails_closed():
+    reg = _registry()
+    try:
+        names = [d["function"]["name"] for d in
+                 reg.get_tool_definitions(["code_execution", "memory"])]
+        assert names == ["memory"]  # withheld
+        out = json.loads(reg.dispatch("execute_code", {"code": "print(1)"},
+                                      enabled_toolsets=["code_execution", "memory"]))
+        assert out["status"] == "error" and "unavailable" in out["error"]
+        out = json.loads(reg.dispatch("execute_code", {"code": "print(1)"},
+                                      enabled_tools=["memory", "execute_code"]))
+        assert "unavailable" in out["error"]
+        # a script cannot reach execute_code
+        out = json.loads(reg.dispatch("execute_code", {"code": "1"}, origin="execute_code"))
+        assert "cannot be called from a script" in out["error"]
+    finally:
+        reg.close()
+
+
+def test_tool_runs_a_script():
+    reg = _registry()
+    try:
+        out = json.loads(reg.dispatch("execute_code", {
+            "code": "from hermes_tools import web_search\nprint(web_search('q')['query'])"},
+            task_id="t"))
+        assert out["status"] == "success" and out["output"] == "q\n"
+        assert out["tool_calls_made"] == 1
+    finally:
+        reg.close()
+
+
+def test_builtin_registry_offers_execute_code():
+    reg = ToolRegistry.with_builtins(plugins=False)
+    try:
+        assert "execute_code" in reg
+    finally:
+        reg.close()
+
+
+def test_cli_run(tmp_path, capsys):
+    script = tmp_path / "s.py"
+    script.write_text("print('from file')\n")
+    assert main(["run", str(script), "--mode", "strict"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == "from file\n" and "[success] 0 tool calls" in cap.err
+    assert main(["run", "-c", "raise SystemExit(4)"]) == 4
+    capsys.readouterr()
+    assert main(["run", "--json", "--timeout", "0.5", "-c", "import time; time.sleep(9)"]) == 124
+    assert json.loads(capsys.readouterr().out)["status"] == "timeout"
+    assert main(["run", str(tmp_path / "missing.py")]) == 2
+    assert "cannot read script" in capsys.readouterr().err
+    assert main(["run", "--toolsets", "nope", "-c", "pass"]) == 2
