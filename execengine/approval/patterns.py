@@ -46,7 +46,7 @@ _VITAL = (rf"(?:/+\.?|/+\*|/+{_SYSTEM_DIRS}/*\*?|~/?\*?|\$HOME/?\*?|\$\{{HOME\}}
           r"|\.\./\.\.(?:/\.\.)*/?)")
 #: an argument rm -r should not touch without asking: absolute, home, variable, glob, up
 _RISKY = r"(?:[/~$*]|\.\.?(?:/\*?|/\.\.\S*)?(?=\s|$)|\.\./|\S*/\.\.(?:/|\s|$)|\{\})"
-_DISK = r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk|md\d|dm-|mapper/|loop)"
+_DISK = r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk|md\d|dm-|mapper/)"
 _HARMLESS_DEV = r"/dev/(?:null|zero|stdout|stderr|stdin|tty|fd/|pts/|shm/|random|urandom)"
 _REDIRECT = r"(?:^|\s)(?:>|>>|>\||&>|&>>|>&)\s*"
 _SHELL = r"(?:\S*/)?(?:ba|z|da|k|mk|a|c|tc|fi|ya)?sh"
@@ -93,7 +93,7 @@ DANGEROUS: tuple[Pattern, ...] = (
        r"(?:~|\$HOME|/root)/\.ssh/)", "overwriting system configuration", scope="text"),
     _p("system_config_write", r"^(?:tee(?:\s.*)?\s(?:/etc|/boot)/|"
        r"(?:cp|mv|install|ln|rsync)\s.*\s(?:/etc|/boot)(?:/\S*)?\s*$|"
-       r"sed\s(?=.*\s-[a-zA-Z]*i)(?=.*\s/etc/)|truncate\s.*\s/etc/)",
+       r"sed(?=.*\s-[a-zA-Z]*i)(?=.*\s/etc/)|truncate\s.*\s/etc/)",
        "overwriting system configuration"),
     _p("service_stop", r"^(?:systemctl\s(?:\S+\s)*?(?:stop|disable|mask|kill|isolate)\b|"
        r"service\s+\S+\s+(?:stop|restart)\b|rc-service\s+\S+\s+stop\b|"
