@@ -174,7 +174,7 @@ def test_duplicate_calls_run_once_each_gets_a_result(chat_server, make_registry,
 def test_non_overlapping_calls_run_in_parallel(chat_server, make_registry, gate, tmp_path):
     for name in ("a", "b"):
         (tmp_path / f"{name}.txt").write_text(name)
-    gate.target = 3
+    gate.target, gate.hold = 3, 10.0  # released as soon as all three have arrived
     reg, _ = make_registry()
     chat_server.play(
         reply(None, call("read_file", {"path": "a.txt"}, "1"),
