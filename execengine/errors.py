@@ -13,6 +13,8 @@ tool schema).
     │   ├── UnknownToolError        no tool of that name (with suggestions)
     │   └── UnknownToolsetError     no toolset of that name (with suggestions)
     ├── PluginError                 a plugin could not be loaded or misbehaved
+    ├── FileOpError                 a file tool cannot do what was asked (never leaves a tool:
+    │                               handlers return it as {"error": ...}; execengine.fileops)
     └── SandboxError
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
         ├── HandshakeError          the child did not say hello in time, or said it wrongly
