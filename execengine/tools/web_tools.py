@@ -9,6 +9,7 @@ gets an ``error`` in its own entry while the others succeed.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -29,6 +30,7 @@ from execengine.web.providers import (
 from execengine.web.spill import SpillStore, head_tail
 
 specs = ToolSpecs()
+log = logging.getLogger(__name__)
 
 #: URLs one web_extract call accepts, and pages fetched at once
 MAX_URLS = 20
@@ -139,6 +141,10 @@ def extract_one(url: Any, fetcher: Fetcher, store: SpillStore, limit: int) -> di
         resp = fetcher.fetch(url)
     except WebError as exc:
         entry["error"] = str(exc)
+        return entry
+    except Exception as exc:  # one odd page must not sink the others
+        log.exception("web_extract of %s failed", url)
+        entry["error"] = f"fetching failed: {type(exc).__name__}: {exc}"
         return entry
     if resp.url != entry["url"]:
         entry["final_url"] = resp.url

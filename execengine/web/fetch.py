@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, quote, urljoin, urlsplit, urlunsplit
 
 from execengine.web.encoding import SUPPORTED_CODINGS, Decoder, decode_text
 from execengine.web.errors import (
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.8"
 _CHUNK = 64 * 1024
+_SAFE = "/%:@!$&'()*+,;=?~-._[]"
 
 
 @dataclass(frozen=True)
@@ -83,10 +84,11 @@ def parse_url(url: str) -> Target:
         host = host.encode("idna").decode("ascii") if not host.isascii() else host
     except UnicodeError as exc:
         raise InvalidURLError(f"invalid host name {host!r}: {exc}") from exc
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    clean = urlunsplit(SplitResult(scheme, parts.netloc, parts.path or "/", parts.query, ""))
+    # non-ASCII in the path or query is sent percent-encoded (UTF-8), as browsers do
+    raw_path = quote(parts.path or "/", safe=_SAFE)
+    query = quote(parts.query, safe=_SAFE)
+    path = raw_path + ("?" + query if query else "")
+    clean = urlunsplit(SplitResult(scheme, parts.netloc, raw_path, query, ""))
     return Target(clean, scheme, host, port or (443 if scheme == "https" else 80), path)
 
 
@@ -233,6 +235,8 @@ class Fetcher:
             if len(chain) >= self.max_redirects:
                 raise RedirectError(f"too many redirects (more than {self.max_redirects}) "
                                     f"starting at {chain[0] if chain else target.url}")
+            with contextlib.suppress(UnicodeError):  # raw UTF-8 bytes arrive as latin-1
+                location = location.encode("latin-1").decode("utf-8")
             try:
                 nxt = parse_url(urljoin(target.url, location))
             except InvalidURLError as exc:

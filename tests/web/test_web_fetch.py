@@ -264,3 +264,21 @@ def test_chunked_gzip_body(server: LocalServer) -> None:
     server.route("/chunked", chunked)
     resp = local().fetch(server.url("/chunked"))
     assert resp.body == b"chunk " * 5000 and not resp.truncated
+
+
+def test_non_ascii_path_and_query_are_percent_encoded(server: LocalServer) -> None:
+    server.route("/caf%C3%A9", lambda h: h.reply(200, h.path, {"Content-Type": "text/plain"}))
+    resp = local().fetch(server.url("/café?q=naïve&x=%20"))
+    assert resp.text() == "/caf%C3%A9?q=na%C3%AFve&x=%20"
+
+
+def test_redirect_to_a_raw_utf8_location(server: LocalServer) -> None:
+    def raw(h: Handler) -> None:
+        h.send_response(302)
+        h.send_header("Location", "/café".encode().decode("latin-1"))
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    server.route("/go", raw)
+    server.static("/caf%C3%A9", "arrived", "text/plain")
+    assert local().fetch(server.url("/go")).body == b"arrived"
