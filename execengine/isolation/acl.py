@@ -94,9 +94,13 @@ def set_group(path: str, gid: int, perm: int | None, *, default: bool = False) -
 
 
 def group_perm(path: str, gid: int) -> int | None:
-    for tag, perm, ident in read(path):
+    """The *effective* permission of ``gid``'s entry (masked: a later ``chmod`` rewrites
+    the mask and can silently void a grant), or None without an entry."""
+    entries = read(path)
+    mask = next((p for tag, p, _ in entries if tag == MASK), 7)
+    for tag, perm, ident in entries:
         if tag == GROUP and ident == gid:
-            return perm
+            return perm & mask
     return None
 
 

@@ -1,0 +1,19 @@
+"""Write into a world-writable host directory; read a 0644 host file; write the workdir."""
+import json, os, sys
+args = json.loads(sys.argv[1])
+res = {}
+try:
+    with open(os.path.join(args["canary_dir"], "pwned"), "w") as fh:
+        fh.write("leak")
+    res["write"] = "written"
+except OSError as e:
+    res["write"] = f"{type(e).__name__}: {e}"
+try:
+    with open(args["secret_file"]) as fh:
+        res["read"] = fh.read()
+except OSError as e:
+    res["read"] = f"{type(e).__name__}: {e}"
+with open("in-workdir.txt", "w") as fh:
+    fh.write("ok")
+res["workdir"] = open("in-workdir.txt").read()
+print(json.dumps(res))

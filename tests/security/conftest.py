@@ -1,0 +1,133 @@
+"""Harness of the adversarial suite: one launcher per level for the whole session, and
+``run_attack`` to start an attack script from ``attacks/`` at a level.
+
+Each attack prints one JSON line describing what it managed to do; tests also check the
+host side (a datagram that arrived, a file that exists, a process still alive). Level
+``none`` is the negative control: there the probe must *detect* the leak.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from execengine.childenv import build_child_env
+from execengine.isolation.detect import detect
+from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
+
+ATTACKS = Path(__file__).resolve().parent / "attacks"
+LEVELS = ("none", "restricted", "isolated")
+SECRET_NAME = "EXECENGINE_TEST_HOST_SECRET"
+
+
+def level_params() -> list[Any]:
+    report = detect()
+    return [pytest.param(lv, marks=pytest.mark.skipif(
+        not report.levels.get(lv), reason=f"level {lv} unavailable: "
+                                          f"{report.reasons.get(lv)}"), id=lv)
+            for lv in LEVELS]
+
+
+@pytest.fixture(scope="session")
+def launchers():
+    from execengine.launch.local import LocalLauncher
+
+    made: dict[str, Launcher] = {}
+
+    def get(level: str) -> Launcher:
+        if level not in made:
+            if level == "none":
+                made[level] = LocalLauncher()
+            elif level == "restricted":
+                from execengine.isolation import RestrictedLauncher
+
+                made[level] = RestrictedLauncher()
+            else:
+                from execengine.isolation import IsolatedLauncher
+
+                made[level] = IsolatedLauncher()
+        return made[level]
+
+    yield get
+    for launcher in made.values():
+        launcher.close()
+
+
+@pytest.fixture(autouse=True)
+def host_secret(monkeypatch):
+    value = "hostsecret-" + secrets.token_hex(8)
+    monkeypatch.setenv(SECRET_NAME, value)
+    return value
+
+
+@dataclass
+class Outcome:
+    returncode: int | None
+    stdout: str
+    stderr: str
+    token: str
+
+    @property
+    def result(self) -> dict[str, Any]:
+        for line in reversed(self.stdout.splitlines()):
+            if line.startswith("{"):
+                return json.loads(line)
+        raise AssertionError(f"attack printed no result; rc={self.returncode}\n"
+                             f"stdout={self.stdout[-2000:]}\nstderr={self.stderr[-2000:]}")
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def run_attack(launchers, workdir):
+    children: list[Child] = []
+
+    def start(level: str, name: str, args: dict[str, Any] | None = None,
+              limits: LaunchLimits | None = None) -> tuple[Child, str]:
+        token = secrets.token_hex(16)
+        env = build_child_env(os.environ, extra={"EXECENGINE_RUN_TOKEN": token})
+        spec = LaunchSpec(
+            argv=[sys.executable, "-I", str(ATTACKS / f"{name}.py"), json.dumps(args or {})],
+            env=env, cwd=str(workdir), run_token=token, writable_paths=(str(workdir),),
+            readable_paths=(str(ATTACKS),), limits=limits or LaunchLimits())
+        child = launchers(level).launch(spec)
+        children.append(child)
+        return child, token
+
+    def run(level: str, name: str, args: dict[str, Any] | None = None,
+            limits: LaunchLimits | None = None, timeout: float = 20.0) -> Outcome:
+        child, token = start(level, name, args, limits)
+        rc = child.wait(timeout)
+        if rc is None:
+            child.kill()
+            rc = child.wait(5)
+        out, err = child.stdout.read(), child.stderr.read()
+        child.close()
+        return Outcome(rc, out.decode(errors="replace"), err.decode(errors="replace"), token)
+
+    run.start = start  # type: ignore[attr-defined]
+    yield run
+    for child in children:
+        child.close()
+
+
+def wait_until(pred, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return bool(pred())
