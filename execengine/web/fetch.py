@@ -123,6 +123,30 @@ class Response:
         return json.loads(self.text())
 
 
+def _bounded(resolver: Resolver, deadline: float, limit: float) -> Resolver:
+    """``resolver`` made to give up at ``deadline`` (a stuck DNS lookup is left behind)."""
+
+    def resolve(host: str, port: int) -> list[str]:
+        box: list[Any] = []
+
+        def run() -> None:
+            try:
+                box.append(resolver(host, port))
+            except BaseException as exc:
+                box.append(exc)
+
+        worker = threading.Thread(target=run, name="web-resolve", daemon=True)
+        worker.start()
+        worker.join(max(deadline - time.monotonic(), 0))
+        if not box:
+            raise FetchTimeoutError(f"resolving {host!r} took longer than {limit:g} s")
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    return resolve
+
+
 class _PinnedHTTPConnection(http.client.HTTPConnection):
     """Connects to vetted addresses (first that answers); ``Host`` names the URL's host."""
 
@@ -221,7 +245,8 @@ class Fetcher:
         seen = {(method, target.url)}
         while True:
             try:
-                addresses = self.policy.vet(target.host, target.port, self.resolver)
+                addresses = self.policy.vet(target.host, target.port,
+                                            _bounded(self.resolver, deadline, self.timeout))
             except BlockedAddressError as exc:
                 if chain:
                     raise BlockedAddressError(

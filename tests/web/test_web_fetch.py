@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 
 import pytest
 from _web_httpd import FakeDNS, Handler, LocalServer, closed_port
@@ -282,3 +283,17 @@ def test_redirect_to_a_raw_utf8_location(server: LocalServer) -> None:
     server.route("/go", raw)
     server.static("/caf%C3%A9", "arrived", "text/plain")
     assert local().fetch(server.url("/go")).body == b"arrived"
+
+
+def test_a_stuck_dns_lookup_counts_against_the_deadline() -> None:
+    release = threading.Event()
+
+    def stuck(host: str, port: int) -> list[str]:
+        release.wait(10)
+        return ["93.184.216.34"]
+
+    try:
+        with pytest.raises(FetchTimeoutError, match="resolving 'slow.test'"):
+            Fetcher(timeout=0.2, resolver=stuck).fetch("http://slow.test/")
+    finally:
+        release.set()
