@@ -144,15 +144,18 @@ class WebConfig:
     searxng: SearxngConfig = section(SearxngConfig, "SearXNG provider")
     brave: KeyedProviderConfig = section(KeyedProviderConfig, "Brave Search provider")
     tavily: KeyedProviderConfig = section(KeyedProviderConfig, "Tavily provider")
-    timeout: float = option(20.0, "HTTP timeout, seconds", min=0.1)
-    max_bytes: int = option(5_000_000, "largest response body read", min=1024)
+    timeout: float = option(
+        20.0, "limit of one fetch, DNS and redirects included, seconds", min=0.1
+    )
+    max_bytes: int = option(5_000_000, "largest response body read (and decompressed)", min=1024)
     max_redirects: int = option(5, "redirects followed", min=0, max=30)
     char_limit: int = option(50_000, "default web_extract characters per page", min=100)
     allow_private: bool = option(
         False, "allow requests to loopback, private and link-local addresses"
     )
     allowed_hosts: tuple[str, ...] = option(
-        (), "hosts reachable even when they resolve to private addresses"
+        (), "hosts reachable even when they resolve to private addresses (a name, "
+        "*.suffix, an IP or a CIDR network)"
     )
     user_agent: str = option("execengine/0.1 (+web_extract)", "User-Agent header")
 
