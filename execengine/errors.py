@@ -11,7 +11,8 @@ tool schema).
     │   ├── SchemaError             a tool schema is not a valid OpenAI function schema
     │   ├── ToolConflictError       a tool name is already held by another toolset
     │   ├── UnknownToolError        no tool of that name (with suggestions)
-    │   └── UnknownToolsetError     no toolset of that name (with suggestions)
+    │   ├── UnknownToolsetError     no toolset of that name (with suggestions)
+    │   └── TerminalError           the terminal backend failed (execengine.terminal)
     ├── PluginError                 a plugin could not be loaded or misbehaved
     ├── FileOpError                 a file tool cannot do what was asked (never leaves a tool:
     │                               handlers return it as {"error": ...}; execengine.fileops)
