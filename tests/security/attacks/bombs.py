@@ -1,9 +1,18 @@
 """Self-capped bombs: fork, memory, cpu, disk, tmp. Prints progress as it goes."""
-import json, os, sys, time
+
+import json
+import os
+import sys
+import time
+
 args = json.loads(sys.argv[1])
 kind, cap = args["kind"], args["cap"]
+
+
 def say(**kw):
     print(json.dumps(kw), flush=True)
+
+
 if kind == "fork":
     n, err = 0, None
     pids = []
@@ -11,19 +20,26 @@ if kind == "fork":
         try:
             pid = os.fork()
         except OSError as e:
-            err = e.strerror; break
+            err = e.strerror
+            break
         if pid == 0:
-            time.sleep(30); os._exit(0)
-        n += 1; pids.append(pid)
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+        pids.append(pid)
     say(forked=n, error=err)
     for p in pids:
-        try: os.kill(p, 9); os.waitpid(p, 0)
-        except OSError: pass
+        try:
+            os.kill(p, 9)
+            os.waitpid(p, 0)
+        except OSError:
+            pass
 elif kind == "memory":
     chunks, mb = [], 0
     try:
         while mb < cap:
-            chunks.append(bytearray(b"x" * (32 << 20))); mb += 32
+            chunks.append(bytearray(b"x" * (32 << 20)))
+            mb += 32
             say(mb=mb)
         say(mb=mb, error=None)
     except MemoryError:
@@ -40,13 +56,17 @@ elif kind in ("disk", "tmp"):
         if kind == "disk":
             with open(os.path.join(d, "big"), "wb") as fh:
                 while written < cap:
-                    fh.write(b"x" * (1 << 20)); fh.flush(); written += 1
+                    fh.write(b"x" * (1 << 20))
+                    fh.flush()
+                    written += 1
         else:
             i = 0
             while written < cap:
                 with open(os.path.join(d, f"fill{i}"), "wb") as fh:
                     for _ in range(4):
-                        fh.write(b"x" * (1 << 20)); fh.flush(); written += 1
+                        fh.write(b"x" * (1 << 20))
+                        fh.flush()
+                        written += 1
                 i += 1
         say(mb=written, error=None)
     except OSError as e:

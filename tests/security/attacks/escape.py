@@ -1,5 +1,10 @@
 """Leave processes behind: setsid + double fork, ignoring SIGTERM; then hang."""
-import json, os, signal, sys, time
+
+import json
+import os
+import signal
+import time
+
 for how in ("setsid", "double", "pgrp"):
     pid = os.fork()
     if pid == 0:

@@ -1,5 +1,9 @@
 """Write into a world-writable host directory; read a 0644 host file; write the workdir."""
-import json, os, sys
+
+import json
+import os
+import sys
+
 args = json.loads(sys.argv[1])
 res = {}
 try:
@@ -15,5 +19,6 @@ except OSError as e:
     res["read"] = f"{type(e).__name__}: {e}"
 with open("in-workdir.txt", "w") as fh:
     fh.write("ok")
-res["workdir"] = open("in-workdir.txt").read()
+with open("in-workdir.txt") as fh:
+    res["workdir"] = fh.read()
 print(json.dumps(res))

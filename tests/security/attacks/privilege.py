@@ -1,5 +1,10 @@
 """User namespace, mount, setuid(0), a setuid binary; capabilities and no-new-privs."""
-import ctypes, json, os, subprocess, sys
+
+import ctypes
+import json
+import os
+import subprocess
+
 libc = ctypes.CDLL(None, use_errno=True)
 res = {}
 pid = os.fork()
@@ -14,23 +19,31 @@ if pid == 0:
     os._exit(0 if libc.mount(b"tmpfs", b"mnt", b"tmpfs", 0, None) == 0 else 1)
 res["mount"] = "mounted" if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else "denied"
 try:
-    os.setuid(0); res["setuid0"] = "uid 0"
+    os.setuid(0)
+    res["setuid0"] = "uid 0"
 except OSError as e:
     res["setuid0"] = f"{type(e).__name__}: {e}"
 try:
-    out = subprocess.run(["su", "root", "-c", "id -u"], capture_output=True, text=True,
-                         timeout=5, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        ["su", "root", "-c", "id -u"],
+        capture_output=True,
+        text=True,
+        timeout=5,
+        stdin=subprocess.DEVNULL,
+    )
     res["su"] = out.stdout.strip() or ("failed " + out.stderr.strip()[-100:])
 except (OSError, subprocess.TimeoutExpired) as e:
     res["su"] = f"{type(e).__name__}: {e}"
 try:
-    status = open("/proc/self/status").read()
+    with open("/proc/self/status") as fh:
+        status = fh.read()
 except OSError:  # /proc denied (restricted): ask the kernel directly
-    status = "NoNewPrivs:\t%d\n" % libc.prctl(39, 0, 0, 0, 0)
+    status = f"NoNewPrivs:\t{libc.prctl(39, 0, 0, 0, 0)}\n"
     if os.getuid() != 0:
         status += "CapEff:\t" + "0" * 16 + "\n"  # non-root after exec: no capabilities
 for line in status.splitlines():
     if line.startswith(("CapEff:", "NoNewPrivs:")):
-        k, v = line.split(":", 1); res[k] = v.strip()
+        k, v = line.split(":", 1)
+        res[k] = v.strip()
 res["uid"] = os.getuid()
 print(json.dumps(res))

@@ -1,5 +1,11 @@
 """See, signal and ptrace a host process; read its /proc cmdline."""
-import ctypes, json, os, signal, sys
+
+import ctypes
+import json
+import os
+import signal
+import sys
+
 args = json.loads(sys.argv[1])
 pid, res = args["victim"], {}
 try:
@@ -15,7 +21,8 @@ if libc.ptrace(PTRACE_SEIZE, pid, None, None) == 0:
 else:
     res["ptrace"] = os.strerror(ctypes.get_errno())
 try:
-    os.kill(pid, signal.SIGKILL); res["kill"] = "sent"
+    os.kill(pid, signal.SIGKILL)
+    res["kill"] = "sent"
 except OSError as e:
     res["kill"] = f"{type(e).__name__}: {e}"
 print(json.dumps(res))
