@@ -301,7 +301,8 @@ class RpcClient:
         except zmtp.ZmtpError as exc:
             with self._pending_lock:
                 self._pending.pop(req_id, None)
-            raise ToolCallError(f"could not send the call to {name!r}: {exc}") from None
+                failure = self._failure  # the reader saw why, e.g. the host went away
+            raise ToolCallError(failure or f"could not send the call to {name!r}: {exc}") from None
         return req_id
 
     @staticmethod

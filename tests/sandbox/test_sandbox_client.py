@@ -190,16 +190,16 @@ def test_connection_survives_libzmq_heartbeats(short_dir: Path) -> None:
 
 
 def test_host_vanishes_mid_call(short_dir: Path) -> None:
-    arrived = threading.Event()
+    arrived = threading.Semaphore(0)
 
     def handler(msg: dict[str, Any]) -> tuple[float, None]:
-        arrived.set()
+        arrived.release()
         return 0.0, None  # never answers
 
     with FakeHost(short_dir / "rpc.sock", handler=handler) as host, \
             RpcClient(str(host.path), TOKEN, EXEC_ID) as c, ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(c.call, "hang", {}) for _ in range(3)]
-        assert arrived.wait(5)
+        assert all(arrived.acquire(timeout=5) for _ in futures)
         host.drop()
         for f in futures:
             with pytest.raises(ToolCallError, match="lost the connection"):
