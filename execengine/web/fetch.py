@@ -14,6 +14,7 @@ Any HTTP status is a :class:`Response` value; transport problems raise a
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import socket
@@ -42,6 +43,14 @@ REDIRECTS = frozenset({301, 302, 303, 307, 308})
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.8"
 _CHUNK = 64 * 1024
 _SAFE = "/%:@!$&'()*+,;=?~-._[]"
+#: request headers never carried across a redirect to another origin
+_ALWAYS_SECRET = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+@functools.cache
+def _default_tls() -> ssl.SSLContext:
+    """The system trust store, loaded once on first HTTPS use (contexts are thread-safe)."""
+    return ssl.create_default_context()
 
 
 @dataclass(frozen=True)
@@ -236,7 +245,7 @@ class Fetcher:
         origin, and a request body is never re-sent to another origin.
         """
         deadline = time.monotonic() + self.timeout
-        secrets = {h.lower() for h in secret_headers}
+        secrets = {h.lower() for h in secret_headers} | _ALWAYS_SECRET
         sent = {"user-agent": self.user_agent, "accept": ACCEPT,
                 "accept-encoding": ", ".join(SUPPORTED_CODINGS)}
         sent.update({k.lower(): v for k, v in (headers or {}).items()})
@@ -293,7 +302,7 @@ class Fetcher:
             raise FetchTimeoutError(f"no answer from {target.url} within {self.timeout:g} s")
         conn: _PinnedHTTPConnection
         if target.scheme == "https":
-            context = self.ssl_context or ssl.create_default_context()
+            context = self.ssl_context or _default_tls()
             conn = _PinnedHTTPSConnection(target.host, target.port, addresses=addresses,
                                           timeout=remaining, context=context)
         else:

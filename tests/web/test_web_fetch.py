@@ -143,11 +143,13 @@ def test_secret_headers_do_not_follow_a_redirect_to_another_origin(server: Local
     server.redirect("/away", f"http://other.test:{server.port}/landing")
     server.static("/landing", "ok")
     for path in ("/same", "/away"):
-        fetcher.fetch(f"http://api.test:{server.port}{path}", headers={"X-Key": "k-123"},
+        fetcher.fetch(f"http://api.test:{server.port}{path}",
+                      headers={"X-Key": "k-123", "Authorization": "Bearer t"},
                       secret_headers=["X-Key"])
-    keys = [(r.headers["host"].split(":")[0], r.headers.get("x-key")) for r in server.requests]
-    assert keys == [("api.test", "k-123"), ("api.test", "k-123"),
-                    ("api.test", "k-123"), ("other.test", None)]
+    keys = [(r.headers["host"].split(":")[0], r.headers.get("x-key"),
+             r.headers.get("authorization")) for r in server.requests]
+    assert keys == [("api.test", "k-123", "Bearer t"), ("api.test", "k-123", "Bearer t"),
+                    ("api.test", "k-123", "Bearer t"), ("other.test", None, None)]
 
 
 def test_post_body_is_not_resent_to_another_origin(server: LocalServer) -> None:
