@@ -173,8 +173,8 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
     left.set_yticks(list(ys), [f"{n} ({r['tool_calls']})" for n, r in zip(names, rows,
                                                                           strict=True)])
     left.invert_yaxis()
-    left.legend(loc="upper left", bbox_to_anchor=(0.0, -0.06 - 1.2 / (len(rows) + 6)),
-                ncol=2, fontsize=8, frameon=False)
+    fig.legend(*left.get_legend_handles_labels(), loc="lower left", ncol=1, fontsize=8,
+               frameon=False)
     colors = [FAMILY_COLORS.get(r["family"], "#777777") for r in rows]
     right.barh(list(ys), [r["savings"] * 100 for r in rows], color=colors)
     agg = summary["aggregate"]
@@ -192,7 +192,7 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
     fig.suptitle(f"Programmatic tool calling: {pct(agg['total_savings'])} fewer context tokens "
                  f"in total, median {pct(agg['median_savings'])}, over {agg['workflows']} "
                  "workflows (tool calls in brackets)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.tight_layout(rect=(0, 0.75 / (0.32 * len(rows) + 3.0), 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
