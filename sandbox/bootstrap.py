@@ -6,7 +6,8 @@ and ``hermes_tools.py`` the rendered stub. In order, the bootstrap:
 1. makes the process a child subreaper (Linux), so descendants that ``setsid`` or
    double-fork are reparented to it and the host can find and kill them;
 2. starts the watchdog on ``EXECENGINE_WATCHDOG_FD`` (removed from the environment): EOF on
-   that pipe means the host is gone, and the process group is killed with SIGKILL;
+   that pipe means the host is gone; then every descendant (found through ``/proc``) and
+   the process group are killed with SIGKILL, and the bootstrap exits;
 3. connects to the host and says hello in a background thread, so the script does not wait
    for it (the first tool call does);
 4. runs the script as ``__main__`` the way ``python script.py`` would: ``sys.argv`` is
@@ -55,10 +56,45 @@ def _watch(fd: int) -> None:
     _kill_everything()
 
 
+def _descendants(root: int) -> list:
+    """Pids below ``root`` (a scan of ``/proc``; as a subreaper that includes descendants
+    that changed session or double-forked)."""
+    children = {}  # type: dict
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
 def _kill_everything() -> None:
     import signal
 
     try:
+        # descendants first (a few rounds, in case some were forking), then the group
+        for _ in range(3):
+            pids = _descendants(os.getpid())
+            if not pids:
+                break
+            for pid in pids:
+                try:  # noqa: SIM105 (no imports on the emergency path)
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         # only a group of our own: when started without a new group (by hand, in a test
         # runner) killing the group would hit our parent too
         if os.getpgrp() == os.getpid():

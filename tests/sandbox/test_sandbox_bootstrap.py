@@ -320,9 +320,15 @@ def test_watchdog_eof_kills_the_child_and_its_group(host: FakeHost, staged: Stag
     read_end, write_end = os.pipe()
     try:
         proc = start(staged, f"""
-            import os, subprocess, time
+            import os, subprocess, sys, time
             sleeper = subprocess.Popen(["sleep", "60"])
-            print(sleeper.pid, os.get_inheritable({read_end}),
+            # and one that left the group and was orphaned (adopted by the subreaper)
+            middle = subprocess.run(
+                [sys.executable, "-c",
+                 "import subprocess as s; print(s.Popen(['sleep', '60'], start_new_session=True,"
+                 " stdout=s.DEVNULL, stderr=s.DEVNULL).pid)"],
+                capture_output=True, text=True, timeout=20)
+            print(sleeper.pid, middle.stdout.strip(), os.get_inheritable({read_end}),
                   "EXECENGINE_WATCHDOG_FD" in os.environ, flush=True)
             time.sleep(60)
         """, pass_fds=(read_end,), extra_env={"EXECENGINE_WATCHDOG_FD": str(read_end)})
@@ -330,8 +336,9 @@ def test_watchdog_eof_kills_the_child_and_its_group(host: FakeHost, staged: Stag
         os.close(read_end)
     try:
         assert proc.stdout is not None
-        sleeper, inheritable, visible = proc.stdout.readline().split()
-        cleanup_pids.append(int(sleeper))
+        sleeper, orphan, inheritable, visible = proc.stdout.readline().split()
+        cleanup_pids.extend((int(sleeper), int(orphan)))
+        assert psutil.Process(int(orphan)).ppid() == proc.pid
         assert (inheritable, visible) == ("False", "False")
         assert proc.poll() is None
         os.close(write_end)  # the host "dies"
@@ -341,7 +348,7 @@ def test_watchdog_eof_kills_the_child_and_its_group(host: FakeHost, staged: Stag
         if write_end >= 0:
             os.close(write_end)
     assert r.code == -signal.SIGKILL
-    assert wait_gone(int(sleeper))
+    assert wait_gone(int(sleeper)) and wait_gone(int(orphan))
 
 
 def test_bad_watchdog_fd_is_reported_and_ignored(host: FakeHost, staged: Staged) -> None:
