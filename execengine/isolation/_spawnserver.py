@@ -157,6 +157,12 @@ class Server:
 
 def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
+    # load libseccomp now: forked children must not import anything once they have
+    # pivoted or dropped privileges (the interpreter's site-packages may be out of reach)
+    with contextlib.suppress(ImportError, OSError):
+        from execengine.isolation import seccomp
+
+        seccomp.load_module()
     with sock:
         Server(sock).serve()
     return 0

@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import fcntl
 import os
+import resource
 import signal
 import socket
 import traceback
@@ -112,8 +113,6 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
     os.chdir(plan["cwd"])
     os.umask(0o022)
     for res, soft, hard in plan["rlimits"]:
-        import resource
-
         resource.setrlimit(res, (soft, hard))
     uid, gid = plan.get("uid"), plan.get("gid")
     parent = os.getppid()
@@ -195,8 +194,6 @@ def _isolated(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
     status = int(data) if data.strip() else st
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        import resource
-
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)

@@ -1,0 +1,110 @@
+"""RestrictedLauncher and IsolatedLauncher with plain child interpreters (no engine)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import secrets
+import signal
+import sys
+
+import pytest
+
+from execengine.errors import SandboxError
+from execengine.isolation import IsolatedLauncher, RestrictedLauncher
+from execengine.isolation.detect import detect
+from execengine.launch.base import LaunchSpec
+
+REPORT = detect()
+LEVELS = [pytest.param(cls, marks=pytest.mark.skipif(
+    not REPORT.levels.get(cls.level), reason=REPORT.reasons.get(cls.level, "")), id=cls.level)
+    for cls in (RestrictedLauncher, IsolatedLauncher)]
+
+
+@pytest.fixture(params=LEVELS)
+def launcher(request):
+    with request.param() as launcher:
+        yield launcher
+
+
+def spec(code: str, cwd, **kw) -> LaunchSpec:
+    token = secrets.token_hex(8)
+    env = {"PATH": "/usr/bin:/bin", "EXECENGINE_RUN_TOKEN": token, **kw.pop("env", {})}
+    return LaunchSpec(argv=[sys.executable, "-I", "-c", code], env=env, cwd=str(cwd),
+                      run_token=token, writable_paths=(str(cwd),), **kw)
+
+
+def test_output_exit_code_and_exact_environment(launcher, tmp_path):
+    code = ("import os, sys; print(os.environ['X']); print('err', file=sys.stderr); "
+            "print(sorted(k for k in os.environ if k.startswith('EXECENGINE'))); sys.exit(3)")
+    with launcher.launch(spec(code, tmp_path, env={"X": "y"})) as child:
+        assert child.wait(20) == 3
+        assert child.poll() == 3
+        assert child.stdout.read().split(b"\n")[:2] == [b"y", b"['EXECENGINE_RUN_TOKEN']"]
+        assert child.stderr.read() == b"err\n"
+
+
+def test_death_by_signal_is_negative(launcher, tmp_path):
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    with launcher.launch(spec(code, tmp_path)) as child:
+        assert child.wait(20) == -signal.SIGSEGV
+
+
+def test_passed_fd_keeps_its_number(launcher, tmp_path):
+    r, w = os.pipe()
+    target = os.dup2(w, 17, inheritable=True) if w != 17 else w
+    try:
+        code = "import os; os.write(17, b'via-fd'); print(os.get_inheritable(17))"
+        with launcher.launch(spec(code, tmp_path, pass_fds=(17,))) as child:
+            assert child.wait(20) == 0, child.stderr.read()
+            assert os.read(r, 100) == b"via-fd"
+    finally:
+        for fd in {r, w, target}:
+            os.close(fd)
+
+
+def test_terminate_then_kill_and_close_is_idempotent(launcher, tmp_path):
+    code = "import signal, time; print('up', flush=True); time.sleep(30)"
+    child = launcher.launch(spec(code, tmp_path))
+    assert child.stdout.readline() == b"up\n"
+    assert child.poll() is None
+    child.terminate()
+    assert child.wait(5) == -signal.SIGTERM
+    child.kill()
+    child.close()
+    child.close()
+
+
+def test_bad_interpreter_is_a_clear_error_and_leaves_nothing(launcher, tmp_path):
+    before = set(glob.glob("/tmp/execengine-tmp-*"))
+    with pytest.raises(SandboxError, match="absolute path"):
+        launcher.launch(LaunchSpec(argv=["python3"], env={}, cwd=str(tmp_path), run_token="x"))
+    bad = LaunchSpec(argv=[str(tmp_path / "nope")], env={}, cwd=str(tmp_path), run_token="x",
+                     writable_paths=(str(tmp_path),))
+    with pytest.raises(SandboxError, match="nope"):
+        launcher.launch(bad)
+    assert set(glob.glob("/tmp/execengine-tmp-*")) == before
+    # and the launcher still works afterwards
+    with launcher.launch(spec("print('fine')", tmp_path)) as child:
+        assert child.wait(20) == 0
+
+
+def test_concurrent_children_run_as_distinct_uids(launcher, tmp_path):
+    code = "import os, time; print(os.getuid(), flush=True); time.sleep(5)"
+    a = launcher.launch(spec(code, tmp_path))
+    b = launcher.launch(spec(code, tmp_path))
+    with a, b:
+        ua, ub = int(a.stdout.readline()), int(b.stdout.readline())
+    if os.geteuid() == 0:
+        assert ua != ub and 0 not in (ua, ub)
+
+
+def test_launch_after_close_fails(tmp_path):
+    cls = RestrictedLauncher if REPORT.levels.get("restricted") else None
+    if cls is None:
+        pytest.skip("restricted unavailable")
+    launcher = cls()
+    launcher.close()
+    launcher.close()
+    with pytest.raises(SandboxError, match="closed"):
+        launcher.launch(spec("pass", tmp_path))

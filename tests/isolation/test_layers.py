@@ -1,0 +1,169 @@
+"""Each layer on its own, in real child processes (a fresh interpreter per probe, since the
+layers are irreversible for the process that applies them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from execengine.isolation import acl, cgroups, landlock
+from execengine.isolation.detect import detect
+from execengine.isolation.rlimits import Rlimits
+from execengine.isolation.uids import UidPool
+from execengine.launch.base import LaunchLimits
+
+linux = pytest.mark.skipif(sys.platform != "linux", reason="Linux only")
+
+
+def run_py(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=30)
+
+
+@linux
+@pytest.mark.skipif(not detect().has("landlock"), reason="no Landlock")
+def test_landlock_confines_reads_writes_and_tcp(tmp_path):
+    allowed, other = tmp_path / "rw", tmp_path / "other"
+    allowed.mkdir()
+    other.mkdir()
+    (other / "f").write_text("secret")
+    r = run_py(f"""
+        import ctypes, socket, sys
+        from execengine.isolation import landlock
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
+        landlock.restrict_self(landlock.LandlockPolicy(
+            read_paths=tuple(sys.path[1:]) + ("/usr", "/lib", "/lib64", "/etc"),
+            write_paths=({str(allowed)!r},)))
+        open({str(allowed / 'ok')!r}, "w").write("x")
+        for what, fn in (("read", lambda: open({str(other / 'f')!r}).read()),
+                         ("write", lambda: open({str(other / 'g')!r}, "w")),
+                         ("tcp", lambda: socket.create_connection(("127.0.0.1", 9), 1))):
+            try:
+                fn(); print(what, "allowed")
+            except OSError as e:
+                print(what, e.errno)
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split() for line in r.stdout.splitlines())
+    assert lines["read"] == "13" and lines["write"] == "13"
+    if landlock.abi_version() >= 4:
+        assert lines["tcp"] == "13"
+    assert (allowed / "ok").read_text() == "x"
+    assert not (other / "g").exists()
+
+
+@linux
+@pytest.mark.skipif(not detect().has("seccomp"), reason="no seccomp")
+def test_seccomp_allows_unix_sockets_only_and_denies_namespaces():
+    r = run_py("""
+        import ctypes, errno, os, socket, subprocess
+        from execengine.isolation import seccomp
+        seccomp.apply()
+        socket.socket(socket.AF_UNIX).close()
+        for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):
+            try:
+                socket.socket(fam); print("LEAK", fam)
+            except OSError as e:
+                assert e.errno == errno.EAFNOSUPPORT, e
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.unshare(0x10000000) == -1 and ctypes.get_errno() == errno.EPERM
+        assert libc.ptrace(0x4206, os.getppid(), None, None) == -1
+        print(subprocess.run(["echo", "sub"], capture_output=True, text=True).stdout.strip())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["sub"]
+
+
+@linux
+def test_rlimits_pairs_and_apply():
+    lim = Rlimits.from_limits(LaunchLimits(memory_mb=64, cpu_seconds=3, max_file_mb=2,
+                                           max_processes=10), nproc=True)
+    import resource
+
+    pairs = {res: (soft, hard) for res, soft, hard in lim.pairs()}
+    assert pairs[resource.RLIMIT_DATA] == (64 << 20, 64 << 20)
+    assert pairs[resource.RLIMIT_CPU] == (3, 4)
+    assert pairs[resource.RLIMIT_NPROC] == (10, 10)
+    assert pairs[resource.RLIMIT_CORE] == (0, 0)
+    assert resource.RLIMIT_NPROC not in {r for r, _, _ in Rlimits.from_limits(
+        LaunchLimits(), nproc=False).pairs()}
+    r = run_py("""
+        from execengine.isolation.rlimits import Rlimits
+        from execengine.launch.base import LaunchLimits
+        Rlimits.from_limits(LaunchLimits(memory_mb=64), nproc=False).apply()
+        try:
+            b = bytearray(200 << 20); print("LEAK")
+        except MemoryError:
+            print("MemoryError")
+    """)
+    assert r.stdout.strip() == "MemoryError", r.stderr
+
+
+def test_acl_grant_and_revoke_round_trip(tmp_path):
+    d = tmp_path / "d"
+    d.mkdir(mode=0o700)
+    gid = 1_870_999_999
+    try:
+        assert acl.grant(str(d), gid, write=True)
+    except OSError as exc:  # a file system without POSIX ACLs
+        pytest.skip(f"no ACL support: {exc}")
+    assert acl.group_perm(str(d), gid) == 7
+    assert acl.read(str(d), acl.DEFAULT)  # new files inherit the grant
+    assert not acl.grant(str(d), gid, write=True)  # idempotent
+    os.chmod(d, 0o700)  # chmod rewrites the mask and voids the grant: noticed
+    assert acl.group_perm(str(d), gid) == 0
+    assert acl.grant(str(d), gid, write=True)
+    acl.revoke(str(d), gid)
+    acl.revoke(str(d), gid)
+    assert acl.group_perm(str(d), gid) is None
+    assert acl.read(str(d), acl.DEFAULT) == []
+    assert os.stat(d).st_mode & 0o777 == 0o700
+
+
+def test_acl_traverse_grants_only_search(tmp_path):
+    outer = tmp_path / "outer"
+    inner = outer / "inner"
+    inner.mkdir(parents=True)
+    outer.chmod(0o700)
+    os.chmod(tmp_path, 0o755)
+    try:
+        changed = acl.grant_traverse(str(inner), 1_870_999_998)
+    except OSError as exc:
+        pytest.skip(f"no ACL support: {exc}")
+    assert str(outer) in changed
+    assert acl.group_perm(str(outer), 1_870_999_998) == acl.X
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid slots are for a root host")
+def test_uid_slots_are_distinct_and_exclusive_across_pools(tmp_path):
+    a = UidPool(slot_dir=str(tmp_path), size=3)
+    b = UidPool(slot_dir=str(tmp_path), size=3)  # a second engine on the same host
+    s1, s2 = a.acquire(), b.acquire()
+    assert s1.uid != s2.uid and s1.gid == s2.gid
+    s3 = a.acquire()
+    with pytest.raises(OSError):
+        b.acquire()
+    s1.release()
+    s1.release()
+    assert b.acquire().uid == s1.uid
+    for s in (s2, s3):
+        s.release()
+
+
+@linux
+@pytest.mark.skipif(not detect().has("cgroups"), reason="no usable cgroups")
+def test_cgroup_limits_and_kill_all():
+    layout = cgroups.discover()
+    with cgroups.ExecCgroup.create(layout, f"test-{os.getpid()}", memory_mb=64,
+                                   max_processes=8) as group:
+        procs = [subprocess.Popen(["sleep", "30"]) for _ in range(3)]
+        for p in procs:
+            group.enter(p.pid)
+        assert set(group.pids()) == {p.pid for p in procs}
+        assert group.kill()
+        assert [p.wait(5) for p in procs] == [-9, -9, -9]
+    assert all(not os.path.exists(d) for d in group.dirs)
