@@ -266,8 +266,8 @@ class RpcServer:
         msg = protocol.parse(frames[1]) if len(frames) == 2 else None
         if isinstance(msg, protocol.Hello) and channel.authenticate(msg.exec_id, msg.token):
             b.peers[ident] = True
+            channel.hello.set()  # before the welcome: whoever sees the welcome sees this
             self._send(b, ident, protocol.welcome(channel.exec_id, channel.max_tool_calls))
-            channel.hello.set()
             return
         b.peers[ident] = False
         channel.denied_peers += 1
