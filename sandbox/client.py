@@ -123,6 +123,7 @@ class RpcClient:
         self._connector = connector or self._zmtp_connect
         self.pid = os.getpid()
         self.max_tool_calls = None  # type: int | None
+        self.max_message_bytes = None  # type: int | None
         self._conn = None  # type: zmtp.ZmtpConnection | None
         self._connect_lock = threading.Lock()
         self._pending_lock = threading.Lock()
@@ -190,6 +191,8 @@ class RpcClient:
                 raise ToolCallError(f"protocol error: expected welcome, host sent {kind!r}")
             limit = reply.get("max_tool_calls")
             self.max_tool_calls = limit if isinstance(limit, int) else None
+            size = reply.get("max_message_bytes")  # optional: lets us refuse before sending
+            self.max_message_bytes = size if isinstance(size, int) and size > 0 else None
             if self._closed:  # closed while we were connecting
                 raise ToolCallError("the RPC connection to the execengine host is closed")
             return conn
@@ -292,6 +295,11 @@ class RpcClient:
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"arguments for tool {name!r} are not JSON-serialisable: {exc}") from None
+        limit = self.max_message_bytes
+        if limit is not None and len(payload) > limit:
+            # the host would drop the whole connection; refuse this call only
+            raise ToolCallError(f"the call to {name!r} is {len(payload)} bytes, more than the "
+                                f"host accepts ({limit} bytes); nothing was sent")
         with self._pending_lock:
             if self._failure is not None:
                 raise ToolCallError(self._failure)

@@ -40,11 +40,12 @@ class FakeHost:
 
     def __init__(self, path: Path, *, handler: Handler = echo, hold: int = 0,
                  heartbeat_ms: int = 0, heartbeat_timeout_ms: int = 0,
-                 max_tool_calls: int = 50) -> None:
+                 max_tool_calls: int = 50, welcome_extra: dict[str, Any] | None = None) -> None:
         self.path = path
         self.handler = handler
         self.hold = hold
         self.max_tool_calls = max_tool_calls
+        self.welcome_extra = welcome_extra or {}
         self.hellos: list[dict[str, Any]] = []
         self.calls: list[dict[str, Any]] = []
         self.raw: list[list[bytes]] = []
@@ -99,7 +100,7 @@ class FakeHost:
             self.hellos.append(msg)
             if msg.get("token") == TOKEN and msg.get("exec") == EXEC_ID:
                 reply = {"v": 1, "type": "welcome", "exec": EXEC_ID,
-                         "max_tool_calls": self.max_tool_calls}
+                         "max_tool_calls": self.max_tool_calls, **self.welcome_extra}
             else:
                 reply = {"v": 1, "type": "denied", "error": "wrong token or execution id"}
             self._schedule(0.0, ident, reply)

@@ -173,6 +173,15 @@ def test_large_messages_both_ways(short_dir: Path, size: int) -> None:
         assert c.call("big", {"blob": blob}) == {"back": blob[::-1]}
 
 
+def test_oversized_call_is_refused_when_the_host_states_its_limit(short_dir: Path) -> None:
+    with FakeHost(short_dir / "rpc.sock", welcome_extra={"max_message_bytes": 1000}) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        with pytest.raises(ToolCallError, match=r"more than the host accepts \(1000 bytes\)"):
+            c.call("write_file", {"content": "x" * 2000})
+        assert c.call("write_file", {"content": "small"})["args"] == {"content": "small"}
+    assert [call["args"] for call in host.calls] == [{"content": "small"}]
+
+
 def test_connection_survives_libzmq_heartbeats(short_dir: Path) -> None:
     with FakeHost(short_dir / "rpc.sock", heartbeat_ms=30, heartbeat_timeout_ms=150) as host, \
             RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
