@@ -1,1 +1,14 @@
-"""Child-side runtime of execengine (standard library only, Python >= 3.8)."""
+"""Child-side runtime of execengine (standard library only, Python >= 3.8).
+
+It runs inside the sandboxed child, copied into the staging directory as ``_execengine``
+(hence relative imports only; tests import it as ``sandbox``):
+
+- ``bootstrap``: the entry point, ``python -m _execengine.bootstrap script.py``: subreaper,
+  watchdog, eager hello, runs the script as ``__main__``.
+- ``client``: the RPC client behind the ``hermes_tools`` functions (``call_tool``,
+  ``acall_tool``, ``ToolCallError``); concurrent calls matched by request id.
+- ``zmtp``: a small ZMTP 3.0/3.1 client (NULL mechanism, DEALER) over a Unix socket.
+- ``helpers``: ``json_parse``, ``shell_quote``, ``retry`` for scripts.
+
+Importing the package imports nothing else, to keep the child's start-up small.
+"""
