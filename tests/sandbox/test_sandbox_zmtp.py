@@ -199,6 +199,20 @@ def test_partial_reads_byte_by_byte(short_dir: Path) -> None:
     assert seen[1] == b"\x04PONGctx"
 
 
+def test_zmtp_3_0_peer(short_dir: Path) -> None:
+    path = short_dir / "raw.sock"
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn, greeting=zmtp.GREETING[:11] + b"\x00" + zmtp.GREETING[12:])
+        conn.sendall(zmtp.encode_frame(b"from 3.0"))
+        assert read_frame(conn) == (0, b"reply")
+
+    with RawServer(path, serve), connect(path) as conn:
+        assert conn.minor == 0
+        assert conn.recv() == [b"from 3.0"]
+        conn.send(b"reply")
+
+
 def test_ping_ttl_is_honoured(short_dir: Path) -> None:
     path = short_dir / "raw.sock"
     release = threading.Event()
