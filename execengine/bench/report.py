@@ -45,6 +45,8 @@ def row(result: WorkflowResult) -> dict[str, Any]:
                          "seconds": round(p.seconds, 3)},
         "savings": round(_saving(s.context_tokens, p.context_tokens), 4),
         "billed_savings": round(_saving(s.billed_tokens, p.billed_tokens), 4),
+        "transcript_savings": round(_saving(s.context_tokens - s.tool_tokens,
+                                            p.context_tokens - p.tool_tokens), 4),
     }
 
 
@@ -86,6 +88,11 @@ def aggregate(rows: Sequence[Mapping[str, Any]], *, encoding: str = "o200k_base"
                                             total("programmatic", "billed_tokens")), 4),
             "median_billed_savings": round(statistics.median(
                 r["billed_savings"] for r in rows), 4) if rows else 0.0,
+            "transcript_savings": round(_saving(
+                total("sequential", "context_tokens")
+                - total("sequential", "tool_definition_tokens"),
+                total("programmatic", "context_tokens")
+                - total("programmatic", "tool_definition_tokens")), 4),
             "sequential_round_trips": total("sequential", "round_trips"),
             "programmatic_round_trips": total("programmatic", "round_trips"),
         },
@@ -124,6 +131,8 @@ def table(summary: Mapping[str, Any]) -> str:
                 f"context tokens: {a['sequential_context_tokens']:,} sequential -> "
                 f"{a['programmatic_context_tokens']:,} programmatic; total savings "
                 f"{pct(a['total_savings'])}, median {pct(a['median_savings'])}",
+                f"transcript alone (without tool definitions): total savings "
+                f"{pct(a['transcript_savings'])}",
                 f"billed input tokens (every model call): {a['sequential_billed_tokens']:,} -> "
                 f"{a['programmatic_billed_tokens']:,}; total savings {pct(a['billed_savings'])},"
                 f" median {pct(a['median_billed_savings'])}",

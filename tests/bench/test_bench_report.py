@@ -32,6 +32,7 @@ def test_aggregate_median_and_total() -> None:
     assert a["sequential_context_tokens"] == 13000
     assert a["programmatic_round_trips"] == 6 and a["sequential_round_trips"] == 15
     assert a["billed_savings"] == round(1 - 6600 / 39000, 4)
+    assert a["transcript_savings"] == round(1 - (3300 - 360) / (13000 - 300), 4)
     assert s["by_family"]["data"] == {"workflows": 2, "median_savings": 0.7,
                                       "total_savings": round(1 - 1500 / 11000, 4)}
     assert s["by_family"]["build"]["workflows"] == 1
