@@ -1,6 +1,7 @@
 """Speed benchmarks: throughput and scaling, each beside a baseline from the same run.
 
-- **throughput**: trivial executions per second with 1, 2, 4 and 8 running at once, against
+- **throughput**: trivial executions per second with 1, 2, 4 and 8 running at once (the
+  engine's default launcher), against
   bare interpreter spawns (``python -c pass``) at the same concurrency;
 - **tool-call scaling**: a script making 10, 100, 1000 ``read_file`` calls (budget raised):
   wall time, per-call cost and the host's memory growth, against the same calls dispatched
@@ -8,7 +9,8 @@
 - **output scaling**: scripts printing 1 KB to 100 MB (the engine keeps its capped head and
   tail), against a bare interpreter printing the same bytes into a pipe.
 
-Benchmarks print figures; they are not tests and assert nothing about speed.
+Full mode reports the median of three runs for times (``--quick``: one run). Benchmarks
+print figures; they are not tests and assert nothing about speed.
 ``run_all`` also runs ``benchmarks/bench_engine.py`` and ``benchmarks/bench_isolation.py``
 when the source tree is there.
 """
@@ -16,6 +18,7 @@ when the source tree is there.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +70,21 @@ def _timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, An
     return time.perf_counter() - t, value
 
 
+def _median_timed(reps: int, fn: Callable[..., Any], *args: Any,
+                  **kwargs: Any) -> tuple[float, Any]:
+    """The median time of ``reps`` runs, and the last run's value."""
+    runs = [_timed(fn, *args, **kwargs) for _ in range(reps)]
+    return statistics.median(t for t, _ in runs), runs[-1][1]
+
+
+def _execute(engine: Any, code: str, tools: list[str]) -> Any:
+    """Run ``code``; drop the spill file holding a truncated run's full output."""
+    res = engine.execute(code, tools=tools)
+    if res.full_output_path:
+        Path(res.full_output_path).unlink(missing_ok=True)
+    return res
+
+
 def _dispatch_n(registry: Any, n: int, root: str) -> None:
     for _ in range(n):
         registry.dispatch("read_file", {"path": "small.txt"}, cwd=root)
@@ -96,7 +114,7 @@ def throughput(engine: Any, *, quick: bool) -> list[Figure]:
 
         value = _rate(count, workers, job)
         out.append(Figure(f"throughput, {workers} at once", value, base, "exec/s",
-                          "bare spawns", higher_better=True))
+                          "python -c pass", higher_better=True))
     return out
 
 
@@ -131,11 +149,12 @@ def tool_call_scaling(engine: Any, root: str, *, quick: bool) -> list[Figure]:
     for n in ((10, 100) if quick else (10, 100, 1000)):
         code = ("from hermes_tools import read_file\n"
                 f"for _ in range({n}):\n    read_file('small.txt')\nprint('done')\n")
+        reps = 1 if quick else 3
         with _peak_rss() as peak:
-            seconds, res = _timed(engine.execute, code, tools=["read_file"])
+            seconds, res = _median_timed(reps, _execute, engine, code, ["read_file"])
         if res.status != "success" or res.tool_calls_made != n:
             raise RuntimeError(f"scaling script failed: {res.error}")
-        base, _ = _timed(_dispatch_n, engine.registry, n, root)
+        base, _ = _median_timed(reps, _dispatch_n, engine.registry, n, root)
         out.append(Figure(f"{n} tool calls, whole execution", seconds * 1000, base * 1000,
                           "ms", "in-process"))
         out.append(Figure(f"{n} tool calls, host memory growth", peak[0] / 2**20,
@@ -163,14 +182,13 @@ def output_scaling(engine: Any, *, quick: bool) -> list[Figure]:
         code = (f"import sys\nchunk = 'x' * 65536\nn = {size}\n"
                 "while n > 0:\n    sys.stdout.write(chunk[:min(n, 65536)])\n"
                 "    n -= 65536\n")
+        reps = 1 if quick else 3
         with _peak_rss() as peak:
-            seconds, res = _timed(engine.execute, code, tools=[])
+            seconds, res = _median_timed(reps, _execute, engine, code, [])
         if res.status != "success":
             raise RuntimeError(f"output script failed: {res.error}")
-        if res.full_output_path:
-            Path(res.full_output_path).unlink(missing_ok=True)
-        base, _ = _timed(subprocess.run, [sys.executable, "-c", code], check=True,
-                         capture_output=True)
+        base, _ = _median_timed(reps, subprocess.run, [sys.executable, "-c", code],
+                                check=True, capture_output=True)
         label = _size(size)
         out.append(Figure(f"output {label}, whole execution", seconds * 1000, base * 1000,
                           "ms", "bare pipe"))
