@@ -228,6 +228,18 @@ def benchmarks_dir() -> Path | None:
     return here if here.is_dir() else None
 
 
+def _quick_args(script: Path) -> list[str]:
+    """``--quick`` when the script takes it, else fewer ``--runs`` when it takes that."""
+    try:
+        usage = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
+                               text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if "--quick" in usage:
+        return ["--quick"]
+    return ["--runs", "5"] if "--runs" in usage else []
+
+
 def run_all(*, quick: bool, config_path: str | None = None) -> int:
     """Everything ``execengine bench speed`` runs; returns an exit status."""
     started = time.perf_counter()
@@ -243,7 +255,7 @@ def run_all(*, quick: bool, config_path: str | None = None) -> int:
             print(f"== {name}: not present here (it ships with the source tree)")
             continue
         print(f"== {name}", flush=True)
-        argv = [sys.executable, str(script), *(["--quick"] if quick else [])]
+        argv = [sys.executable, str(script), *(_quick_args(script) if quick else [])]
         env = dict(os.environ)
         if config_path:
             env["EXECENGINE_CONFIG"] = config_path
