@@ -152,7 +152,7 @@ class SandboxChild(Child):
                 with contextlib.suppress(OSError):
                     os.kill(self.pid, signal.SIGKILL if sig == signal.SIGKILL else sig)
             return
-        if self._slot is not None:
+        if self._slot is not None and (self._group is None or sig != signal.SIGKILL):
             self._launcher.spawner.kill_uid(self._slot.uid, sig)
         elif self.returncode is None:
             with contextlib.suppress(OSError):
@@ -212,9 +212,14 @@ class SandboxLauncher(Launcher):
         self.root = os.geteuid() == 0
         self.uid_pool = uid_pool or (UidPool() if self.root else None)
         self._grants = _Grants(self.uid_pool.gid if self.uid_pool else -1)
-        cg = self.report.has("cgroups") if use_cgroups is None else use_cgroups
+        if use_cgroups is None:
+            # restricted kills by slot uid and limits by rlimits; a cgroup would add a
+            # migration (an RCU grace period, 1-20 ms here) to every launch
+            use_cgroups = self.level == "isolated" or not self.root
+        cg = self.report.has("cgroups") and use_cgroups
         self._cg_layout = cgroups.discover() if cg else None
         self.spawner = Spawner()
+        self._swept: set[int] = set()
         self._closed = False
 
     # -- plan -------------------------------------------------------------------------
@@ -279,8 +284,10 @@ class SandboxLauncher(Launcher):
         tmp: str | None = None
         fds: list[int] = []
         try:
-            if slot is not None:
-                self.spawner.kill_uid(slot.uid, signal.SIGKILL)  # leftovers of a crash
+            if slot is not None and slot.uid not in self._swept:
+                # leftovers of a host that crashed while using this slot
+                self.spawner.kill_uid(slot.uid, signal.SIGKILL)
+                self._swept.add(slot.uid)
             if self._cg_layout is not None:
                 group = cgroups.ExecCgroup.create(
                     self._cg_layout, f"{spec.run_token[:16]}-{uuid.uuid4().hex[:8]}",

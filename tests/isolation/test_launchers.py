@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import secrets
 import signal
 import sys
+import tempfile
 
 import pytest
 
@@ -75,15 +75,17 @@ def test_terminate_then_kill_and_close_is_idempotent(launcher, tmp_path):
     child.close()
 
 
-def test_bad_interpreter_is_a_clear_error_and_leaves_nothing(launcher, tmp_path):
-    before = set(glob.glob("/tmp/execengine-tmp-*"))
+def test_bad_interpreter_is_a_clear_error_and_leaves_nothing(launcher, tmp_path, monkeypatch):
+    tmproot = tmp_path / "tmproot"  # private tmp dirs of this test only
+    tmproot.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmproot))
     with pytest.raises(SandboxError, match="absolute path"):
         launcher.launch(LaunchSpec(argv=["python3"], env={}, cwd=str(tmp_path), run_token="x"))
     bad = LaunchSpec(argv=[str(tmp_path / "nope")], env={}, cwd=str(tmp_path), run_token="x",
                      writable_paths=(str(tmp_path),))
     with pytest.raises(SandboxError, match="nope"):
         launcher.launch(bad)
-    assert set(glob.glob("/tmp/execengine-tmp-*")) == before
+    assert list(tmproot.iterdir()) == []
     # and the launcher still works afterwards
     with launcher.launch(spec("print('fine')", tmp_path)) as child:
         assert child.wait(20) == 0
