@@ -162,7 +162,7 @@ class Engine:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": staging.path,
+                        "PYTHONPATH": self._pythonpath(mode, staging.path, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -213,6 +213,16 @@ class Engine:
 
             result = replace(result, hint=hint)
         return result
+
+    @staticmethod
+    def _pythonpath(mode: str, staging: str, workdir: str) -> str:
+        """The stub's directory first; in project mode the project directory and the host's
+        PYTHONPATH follow, so scripts import the project's packages as its code does."""
+        parts = [staging]
+        if mode == "project":
+            parts.append(workdir)
+            parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+        return os.pathsep.join(dict.fromkeys(parts))
 
     async def aexecute(self, code: str, *, interrupt: threading.Event | None = None,
                        **kwargs: Any) -> ExecutionResult:

@@ -252,6 +252,18 @@ def test_modes_set_the_working_directory(make_engine, tmp_path):
     assert r.output.strip() == str(tmp_path)
 
 
+def test_project_mode_imports_the_projects_packages(make_engine, tmp_path):
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("VALUE = 42\n")
+    code = "import mypkg; print(mypkg.VALUE)"
+    project = make_engine(mode="project")
+    assert run(project, code, cwd=str(tmp_path)).output == "42\n"
+    strict = make_engine()
+    r = run(strict, code, cwd=str(tmp_path))
+    assert r.status == "error"
+    assert "No module named 'mypkg'" in r.stderr
+
+
 def test_staging_and_socket_dirs_removed(engine):
     r = run(engine, "from hermes_tools import web_search; web_search('a')")
     assert r.status == "success"
