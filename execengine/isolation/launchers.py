@@ -113,6 +113,11 @@ class SandboxChild(Child):
         self._closed = False
         self._lock = threading.Lock()
 
+    @property
+    def uid(self) -> int | None:
+        """The slot uid the execution runs as (None when the host is not root)."""
+        return self._slot.uid if self._slot is not None else None
+
     # -- status -----------------------------------------------------------------------
     def _read_status(self, timeout: float | None) -> int | None:
         with self._lock:

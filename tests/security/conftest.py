@@ -8,6 +8,7 @@ host side (a datagram that arrived, a file that exists, a process still alive). 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -94,6 +95,7 @@ def workdir(tmp_path):
 @pytest.fixture
 def run_attack(launchers, workdir):
     children: list[Child] = []
+    tokens: list[str] = []
 
     def start(level: str, name: str, args: dict[str, Any] | None = None,
               limits: LaunchLimits | None = None) -> tuple[Child, str]:
@@ -105,6 +107,7 @@ def run_attack(launchers, workdir):
             readable_paths=(str(ATTACKS),), limits=limits or LaunchLimits())
         child = launchers(level).launch(spec)
         children.append(child)
+        tokens.append(token)
         return child, token
 
     def run(level: str, name: str, args: dict[str, Any] | None = None,
@@ -122,6 +125,7 @@ def run_attack(launchers, workdir):
     yield run
     for child in children:
         child.close()
+    check_no_leaks(children, tokens)
 
 
 def wait_until(pred, timeout: float = 3.0) -> bool:
@@ -131,3 +135,50 @@ def wait_until(pred, timeout: float = 3.0) -> bool:
             return True
         time.sleep(0.02)
     return bool(pred())
+
+
+
+def _uid_processes(uids: set[int]) -> list[int]:
+    """Live (non-zombie) processes whose real uid is in ``uids``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                fields = dict(line.split(":\t", 1) for line in fh.read().splitlines()
+                              if ":\t" in line)
+        except OSError:
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) in uids and not fields.get(
+                "State", "").startswith("Z"):
+            found.append(int(name))
+    return found
+
+
+def _cgroups_of(tokens: list[str]) -> list[str]:
+    from execengine.isolation import cgroups
+
+    try:
+        layout = cgroups.discover()
+    except OSError:
+        return []
+    parents = [p for p in (layout.v2_parent, *(d for _, d in layout.v1_parents)) if p]
+    out = []
+    for parent in parents:
+        with contextlib.suppress(OSError):
+            out += [n for n in os.listdir(parent)
+                    if any(n.startswith(cgroups.PREFIX + t[:16]) for t in tokens)]
+    return out
+
+
+def check_no_leaks(children: list[Child], tokens: list[str]) -> None:
+    """Nothing of these executions survives: no process with their run token, none of
+    their slot uids, no cgroup of theirs."""
+    from execengine.launch.local import processes_with_token
+
+    uids = {c.uid for c in children if getattr(c, "uid", None) is not None}
+    assert wait_until(lambda: not any(processes_with_token(t) for t in tokens), 3.0)
+    if uids:
+        assert wait_until(lambda: not _uid_processes(uids), 3.0), _uid_processes(uids)
+    assert wait_until(lambda: not _cgroups_of(tokens), 3.0), _cgroups_of(tokens)

@@ -227,3 +227,14 @@ def _running(p) -> bool:
     with contextlib.suppress(psutil.Error):
         return p.status() != psutil.STATUS_ZOMBIE
     return False
+
+
+@pytest.mark.parametrize("level", [p for p in LEVEL if p.values[0] == "isolated"])
+def test_network_can_be_enabled_explicitly(level, run_attack, listeners):
+    tcp, udp, _abstract, name = listeners
+    marker = secrets.token_hex(8)
+    res = run_attack(level, "net", {"tcp": tcp.getsockname()[1], "udp": udp.getsockname()[1],
+                                    "abstract": name, "marker": marker},
+                     LaunchLimits(network=True)).result
+    assert wait_until(lambda: _accepted(tcp), 2.0), res
+    assert _datagram(udp, marker), res
