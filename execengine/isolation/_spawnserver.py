@@ -49,6 +49,8 @@ class Server:
         self.sock = sock
         self.children: dict[int, int] = {}  # pid -> status write fd
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        #: (owner uid, owner gid, slot uid, slot gid) -> user namespace fd for id-mapping
+        self.userns: dict[tuple[int, int, int, int], int] = {}
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -89,6 +91,13 @@ class Server:
     def spawn(self, plan: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         if len(fds) < 3:
             raise ValueError("spawn needs stdout, stderr and status fds")
+        idmap, mounts = plan.get("idmap"), plan.get("mounts")
+        if idmap and mounts is not None and plan.get("uid") is not None:
+            try:
+                mounts["userns_fd"] = self.userns_for(idmap[0], idmap[1], plan["uid"],
+                                                      plan["gid"])
+            except OSError:
+                mounts["userns_fd"] = None  # plain binds; the ACL grants still apply
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         close = (self.sock.fileno(), self.wake_r, self.wake_w, err_r)
         pid = os.fork()
@@ -115,6 +124,44 @@ class Server:
             self.reap()
             return {"ok": False, "error": b"".join(chunks).decode(errors="replace")}
         return {"ok": True, "pid": pid}
+
+    def userns_for(self, owner_uid: int, owner_gid: int, uid: int, gid: int) -> int:
+        """A user namespace mapping the owner's ids to the slot's, for id-mapped binds
+        of the writable paths (cached: an open fd keeps the namespace alive)."""
+        key = (owner_uid, owner_gid, uid, gid)
+        if key in self.userns:
+            return self.userns[key]
+        ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+        hold_r, hold_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                signal.set_wakeup_fd(-1)
+                os.close(hold_w)
+                os.close(ready_r)
+                entry.unshare(0x10000000)  # CLONE_NEWUSER
+                os.write(ready_w, b"x")
+                os.read(hold_r, 1)  # until the parent has what it needs
+            finally:
+                os._exit(0)
+        os.close(ready_w)
+        os.close(hold_r)
+        try:
+            if os.read(ready_r, 1) != b"x":
+                raise OSError("user namespace helper failed")
+            with open(f"/proc/{pid}/uid_map", "w") as fh:
+                fh.write(f"{owner_uid} {uid} 1\n")
+            with open(f"/proc/{pid}/gid_map", "w") as fh:
+                fh.write(f"{owner_gid} {gid} 1\n")
+            fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.close(ready_r)
+            os.close(hold_w)
+            os.waitpid(pid, 0)
+        if len(self.userns) >= 256:
+            os.close(self.userns.pop(next(iter(self.userns))))
+        self.userns[key] = fd
+        return fd
 
     def kill_uid(self, uid: int, sig: int) -> dict[str, Any]:
         if uid == 0:

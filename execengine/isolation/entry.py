@@ -209,7 +209,8 @@ def _namespace_init(plan: dict[str, Any], stdio: tuple[int, int], passed: list[i
     m = plan["mounts"]
     mounts.build_root(mounts.MountPlan(
         new_root=m["new_root"], read_paths=tuple(m["read"]), write_paths=tuple(m["write"]),
-        socket_dir=m["socket_dir"], tmp_mb=m["tmp_mb"], cwd=plan["cwd"]))
+        socket_dir=m["socket_dir"], tmp_mb=m["tmp_mb"], cwd=plan["cwd"],
+        userns_fd=m.get("userns_fd")))
     forward = {"pid": 0}
 
     def on_term(signum: int, frame: Any) -> None:

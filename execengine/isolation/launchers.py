@@ -60,11 +60,6 @@ class _Grants:
                 try:
                     acl.grant_traverse(path, self.gid)
                     changed = acl.grant(path, self.gid, write=write)
-                    if write and os.path.isdir(path):
-                        for name in os.listdir(path):  # e.g. the RPC socket, already bound
-                            p = os.path.join(path, name)
-                            if not os.path.islink(p):
-                                acl.grant(p, self.gid, write=True)
                 except OSError as exc:
                     raise SandboxError(f"cannot grant the sandbox uid access to {path}: "
                                        f"{exc}") from exc
@@ -273,7 +268,24 @@ class SandboxLauncher(Launcher):
                 "socket_dir": spec.socket_dir,
                 "tmp_mb": limits.tmp_mb,
             }
+            if slot is not None:
+                # the working directory's owner appears as the slot uid in the sandbox
+                st = os.stat(spec.cwd)
+                plan["idmap"] = [st.st_uid, st.st_gid]
         return plan
+
+    @staticmethod
+    def _grant_sockets(socket_dir: str, gid: int) -> None:
+        """Sockets already bound in the (private, per-execution) socket directory: the
+        slot uid needs write permission to connect. Later ones inherit the default ACL."""
+        try:
+            for name in os.listdir(socket_dir):
+                path = os.path.join(socket_dir, name)
+                if not os.path.islink(path):
+                    acl.grant(path, gid, write=True)
+        except OSError as exc:
+            raise SandboxError(f"cannot grant the sandbox uid access to {socket_dir}: "
+                               f"{exc}") from exc
 
     # -- launch -----------------------------------------------------------------------
     def launch(self, spec: LaunchSpec) -> SandboxChild:
@@ -312,6 +324,8 @@ class SandboxLauncher(Launcher):
                 if tmp:
                     wanted.append((tmp, True))
                 grants = self._grants.add(wanted)
+                if spec.socket_dir:
+                    self._grant_sockets(spec.socket_dir, slot.gid)
             plan = self._plan(spec, slot, group, tmp_path, interp)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

@@ -34,6 +34,20 @@ MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
+# new mount API (same numbers on every architecture)
+SYS_OPEN_TREE = 428
+SYS_MOVE_MOUNT = 429
+SYS_MOUNT_SETATTR = 442
+OPEN_TREE_CLONE = 1
+OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+AT_FDCWD = -100
+AT_EMPTY_PATH = 0x1000
+AT_RECURSIVE = 0x8000
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+MOUNT_ATTR_IDMAP = 0x00100000
+
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
@@ -67,6 +81,29 @@ def pivot_root(new_root: str, put_old: str) -> None:
     _check(_libc.syscall(number, new_root.encode(), put_old.encode()), "pivot_root")
 
 
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def idmapped_bind(src: str, dst: str, userns_fd: int) -> None:
+    """Bind ``src`` at ``dst`` through an id-mapped mount: ids are translated by the user
+    namespace ``userns_fd`` (its ``0 <slot> 1`` map makes files of the mapped owner appear
+    owned by the slot uid, and files the slot uid creates land on disk as that owner)."""
+    fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, src.encode(),
+                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)
+    _check(0 if fd >= 0 else -1, f"open_tree {src}")
+    try:
+        attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0,
+                          userns_fd)
+        _check(_libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH | AT_RECURSIVE,
+                             ctypes.byref(attr), ctypes.sizeof(attr)), f"idmap {src}")
+        _check(_libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, dst.encode(),
+                             MOVE_MOUNT_F_EMPTY_PATH), f"move_mount {dst}")
+    finally:
+        os.close(fd)
+
+
 @dataclass(frozen=True)
 class MountPlan:
     new_root: str  # an empty directory to build the root in (host path)
@@ -75,9 +112,11 @@ class MountPlan:
     socket_dir: str | None
     tmp_mb: int
     cwd: str
+    #: a user namespace for id-mapped binds of the writable paths (None: plain binds)
+    userns_fd: int | None = None
 
 
-def _bind(src: str, root: str, *, readonly: bool) -> None:
+def _bind(src: str, root: str, *, readonly: bool, userns_fd: int | None = None) -> None:
     if not os.path.exists(src):
         return
     dst = root + src
@@ -92,6 +131,12 @@ def _bind(src: str, root: str, *, readonly: bool) -> None:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         if not os.path.exists(dst):
             open(dst, "w").close()
+    if userns_fd is not None and not readonly:
+        try:
+            idmapped_bind(src, dst, userns_fd)
+            return
+        except OSError:
+            pass  # a file system without id-mapped mounts: a plain bind (ACL grants)
     mount(src, dst, None, MS_BIND | MS_REC)
     flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (MS_RDONLY if readonly else 0)
     mount(None, dst, None, flags)
@@ -120,7 +165,7 @@ def build_root(plan: MountPlan) -> None:
     ro = {os.path.abspath(p) for p, r in binds if r}
     rw = {os.path.abspath(p) for p, r in binds if not r}
     for path in _ordered(ro | rw):
-        _bind(path, root, readonly=path not in rw)
+        _bind(path, root, readonly=path not in rw, userns_fd=plan.userns_fd)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for name in DEVICES:

@@ -110,3 +110,31 @@ def test_launch_after_close_fails(tmp_path):
     launcher.close()
     with pytest.raises(SandboxError, match="closed"):
         launcher.launch(spec("pass", tmp_path))
+
+
+@pytest.mark.skipif(not REPORT.levels.get("isolated") or os.geteuid() != 0,
+                    reason="isolated as root only")
+def test_isolated_workdir_is_id_mapped_to_its_owner(tmp_path):
+    (tmp_path / "existing.txt").write_text("old")
+    code = ("import os; open('existing.txt', 'w').write('new'); open('made.txt', 'w'); "
+            "print(os.getuid(), os.stat('existing.txt').st_uid)")
+    with IsolatedLauncher() as launcher, launcher.launch(spec(code, tmp_path)) as child:
+        assert child.wait(20) == 0, child.stderr.read()
+        uid, owner_seen = child.stdout.read().split()
+    assert uid == owner_seen  # inside, the owner's files are the slot uid's
+    assert (tmp_path / "existing.txt").read_text() == "new"
+    assert (tmp_path / "made.txt").stat().st_uid == os.stat(tmp_path).st_uid  # lands as owner
+
+
+@pytest.mark.skipif(not REPORT.levels.get("restricted") or os.geteuid() != 0,
+                    reason="restricted as root only")
+def test_restricted_workdir_grant_is_revoked_after_close(tmp_path):
+    from execengine.isolation import acl
+    from execengine.isolation.uids import SANDBOX_GID
+
+    with RestrictedLauncher() as launcher:
+        with launcher.launch(spec("open('new.txt', 'w').write('x')", tmp_path)) as child:
+            assert child.wait(20) == 0, child.stderr.read()
+            assert acl.group_perm(str(tmp_path), SANDBOX_GID) == 7
+        assert acl.group_perm(str(tmp_path), SANDBOX_GID) is None
+    assert (tmp_path / "new.txt").read_text() == "x"
