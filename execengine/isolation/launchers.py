@@ -93,8 +93,9 @@ class SandboxChild(Child):
     def __init__(self, launcher: SandboxLauncher, pid: int, stdout: IO[bytes],
                  stderr: IO[bytes], status_fd: int, *, slot: UidSlot | None,
                  group: cgroups.ExecCgroup | None, grants: list[str],
-                 tmpdir: str | None) -> None:
+                 tmpdir: str | None, run_token: str = "") -> None:
         self._launcher = launcher
+        self.run_token = run_token
         self.pid = pid
         self.stdout = stdout
         self.stderr = stderr
@@ -154,9 +155,17 @@ class SandboxChild(Child):
             return
         if self._slot is not None and (self._group is None or sig != signal.SIGKILL):
             self._launcher.spawner.kill_uid(self._slot.uid, sig)
-        elif self.returncode is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.pid, sig)
+        elif self._group is None:
+            # non-root host without cgroups: the group, then whatever still carries the
+            # run token (descendants that left the session; best effort)
+            if self.returncode is None:
+                with contextlib.suppress(OSError):
+                    os.killpg(self.pid, sig)
+            from execengine.launch.local import processes_with_token
+
+            for proc in processes_with_token(self.run_token):
+                with contextlib.suppress(Exception):
+                    proc.send_signal(sig)
 
     def terminate(self) -> None:
         # at isolated the holder ignores SIGTERM; its init forwards it to the namespace
@@ -349,7 +358,8 @@ class SandboxLauncher(Launcher):
         for fd in (out_w, err_w, st_w):
             os.close(fd)
         return SandboxChild(self, pid, open(out_r, "rb"), open(err_r, "rb"), st_r,
-                            slot=slot, group=group, grants=grants, tmpdir=tmp)
+                            slot=slot, group=group, grants=grants, tmpdir=tmp,
+                            run_token=spec.run_token)
 
     def close(self) -> None:
         if not self._closed:
