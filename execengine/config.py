@@ -59,7 +59,7 @@ class CodeExecutionConfig:
     max_stderr_bytes: int = option(10_000, "stderr kept (head + tail)", min=256)
     kill_grace: float = option(5.0, "seconds between SIGTERM and SIGKILL", min=0.0, max=60.0)
     hello_timeout: float = option(
-        10.0, "seconds the child has to connect and say hello, once it first calls a tool",
+        10.0, "seconds a started child has to connect and say hello before it is killed",
         min=0.1,
     )
     max_parallel_tool_calls: int = option(

@@ -20,6 +20,8 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--show-secrets", action="store_true", help="do not mask secret values")
     s.set_defaults(func=run_show)
+    r = csub.add_parser("reference", help="print every option as a Markdown table")
+    r.set_defaults(func=run_reference)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -59,3 +61,23 @@ def _fmt(value: Any) -> str:
     if isinstance(value, tuple):
         return "[" + ", ".join(value) + "]"
     return str(value)
+
+
+def reference_table() -> str:
+    """Every option with its default and meaning, as Markdown (the README's reference)."""
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for key, f in iter_options():
+        doc = f.metadata.get("doc", "")
+        choices = f.metadata.get("choices")
+        if choices:
+            doc += " (" + " / ".join(_fmt(c) for c in choices) + ")"
+        default = f.default
+        shown = f"{len(default)} entries" if isinstance(default, tuple) and len(default) > 3 \
+            else _fmt(default)
+        lines.append(f"| `{key}` | `{shown}` | {doc} |")
+    return "\n".join(lines)
+
+
+def run_reference(args: argparse.Namespace) -> int:
+    print(reference_table())
+    return 0

@@ -62,9 +62,11 @@ class Engine:
         self.registry = registry if registry is not None else ToolRegistry.with_builtins(
             self.config)
         if launcher is None:
-            from execengine.launch.local import LocalLauncher
+            # The level comes from code_execution.isolation (auto: the highest this host
+            # supports; min_isolation turns a downgrade into IsolationError).
+            from execengine.isolation import make_launcher
 
-            launcher = LocalLauncher()
+            launcher = make_launcher(self.config)
         self.launcher = launcher
         self._server: RpcServer | None = None
         self._lock = threading.Lock()

@@ -17,7 +17,8 @@ HOST = textwrap.dedent("""
     from execengine.config import Config
     from execengine.engine import Engine
     from execengine.registry import ToolRegistry
-    cfg = Config().with_overrides({"code_execution.mode": "strict"})
+    cfg = Config().with_overrides({"code_execution.mode": "strict",
+                                   "code_execution.isolation": "none"})
     with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg) as e:
         e.execute("import os, time\\nopen(%r, 'w').write(str(os.getpid()))\\ntime.sleep(60)")
 """)

@@ -50,12 +50,23 @@ def test_death_by_signal_is_negative(launcher, tmp_path):
         assert child.wait(20) == -signal.SIGSEGV
 
 
+def _free_fd(start: int) -> int:
+    fd = start
+    while True:
+        try:
+            os.fstat(fd)
+        except OSError:
+            return fd
+        fd += 1
+
+
 def test_passed_fd_keeps_its_number(launcher, tmp_path):
     r, w = os.pipe()
-    target = os.dup2(w, 17, inheritable=True) if w != 17 else w
+    # a number no test infrastructure holds (dup2 onto a used fd would close it)
+    target = os.dup2(w, _free_fd(max(r, w) + 7), inheritable=True)
     try:
-        code = "import os; os.write(17, b'via-fd'); print(os.get_inheritable(17))"
-        with launcher.launch(spec(code, tmp_path, pass_fds=(17,))) as child:
+        code = f"import os; os.write({target}, b'via-fd'); print(os.get_inheritable({target}))"
+        with launcher.launch(spec(code, tmp_path, pass_fds=(target,))) as child:
             assert child.wait(20) == 0, child.stderr.read()
             assert os.read(r, 100) == b"via-fd"
     finally:
