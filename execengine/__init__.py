@@ -4,48 +4,163 @@ Where things live:
 
 - ``config`` (+ ``_configload``): the typed configuration and the YAML loader.
 - ``registry``, ``toolsets``, ``schema``, ``discovery``, ``dispatch``: the tool runtime.
-- ``tools/``: built-in tools (one module per tool family, found by an AST scan).
-- ``childenv``, ``workdirs``, ``context``: what tools and children are given.
-- ``launch/``: how a child is started and killed (the isolation seam).
+- ``tools/``: built-in tool modules (found by an AST scan), with their helpers in
+  ``fileops/``, ``terminal/``, ``approval/`` and ``web/``.
+- ``engine/`` (execute_code), ``rpc/`` (the host end of the ZMTP RPC), ``launch/`` (the
+  launcher seam, level ``none``) and ``isolation/`` (levels ``restricted`` and ``isolated``).
+- ``agent/``: the agent-side tool-call pipeline and a reference agent loop.
+- ``bench/``: the token-savings and speed benchmark harness.
 - ``cli/``: the ``execengine`` command.
 
 The child-side runtime is the top-level ``sandbox/`` folder and the Jinja templates are in
 ``stubs/``; both ship inside the wheel (see ``_resources``).
+
+Public names load on first use (PEP 562): ``import execengine`` stays cheap and does no I/O.
 """
 
-from execengine.config import Config, load_config
-from execengine.context import ToolContext
-from execengine.dispatch import Refuse
-from execengine.errors import (
-    ConfigError,
-    ExecEngineError,
-    HandshakeError,
-    IsolationError,
-    PluginError,
-    SandboxError,
-    SchemaError,
-    ToolConflictError,
-    ToolError,
-    TransportError,
-    UnknownToolError,
-    UnknownToolsetError,
-)
-from execengine.registry import Availability, ToolEntry, ToolRegistry, ToolSpecs
-from execengine.toolsets import Toolset
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from execengine.agent import (
+        ChatCompletionsClient,
+        ConversationResult,
+        ModelError,
+        ToolCallPipeline,
+        install_agent_handlers,
+        repair_transcript,
+        run_conversation,
+    )
+    from execengine.approval import (
+        ApprovalRequest,
+        Approver,
+        CallbackApprover,
+        PolicyApprover,
+        PromptApprover,
+        SmartApprover,
+        check_command,
+    )
+    from execengine.config import Config, load_config
+    from execengine.context import ToolContext
+    from execengine.dispatch import Refuse
+    from execengine.engine import Engine, ExecutionResult, aexecute_code, execute_code
+    from execengine.errors import (
+        ConfigError,
+        ExecEngineError,
+        HandshakeError,
+        IsolationError,
+        PluginError,
+        SandboxError,
+        SchemaError,
+        ToolConflictError,
+        ToolError,
+        TransportError,
+        UnknownToolError,
+        UnknownToolsetError,
+    )
+    from execengine.fileops.errors import FileOpError
+    from execengine.isolation import make_launcher
+    from execengine.launch import Child, Launcher, LaunchLimits, LaunchSpec
+    from execengine.registry import (
+        Availability,
+        ToolEntry,
+        ToolRegistry,
+        ToolSpecs,
+        default_registry,
+        get_tool_definitions,
+        handle_function_call,
+    )
+    from execengine.terminal import TerminalError
+    from execengine.toolsets import Toolset
+    from execengine.web.errors import WebError
 
 __version__ = "0.1.0"
 
+#: public name -> the module that defines it
+_EXPORTS = {
+    "ApprovalRequest": "execengine.approval",
+    "Approver": "execengine.approval",
+    "Availability": "execengine.registry",
+    "CallbackApprover": "execengine.approval",
+    "ChatCompletionsClient": "execengine.agent",
+    "Child": "execengine.launch",
+    "Config": "execengine.config",
+    "ConfigError": "execengine.errors",
+    "ConversationResult": "execengine.agent",
+    "Engine": "execengine.engine",
+    "ExecEngineError": "execengine.errors",
+    "ExecutionResult": "execengine.engine",
+    "FileOpError": "execengine.fileops.errors",
+    "HandshakeError": "execengine.errors",
+    "IsolationError": "execengine.errors",
+    "LaunchLimits": "execengine.launch",
+    "LaunchSpec": "execengine.launch",
+    "Launcher": "execengine.launch",
+    "ModelError": "execengine.agent",
+    "PluginError": "execengine.errors",
+    "PolicyApprover": "execengine.approval",
+    "PromptApprover": "execengine.approval",
+    "Refuse": "execengine.dispatch",
+    "SandboxError": "execengine.errors",
+    "SchemaError": "execengine.errors",
+    "SmartApprover": "execengine.approval",
+    "TerminalError": "execengine.terminal",
+    "ToolCallPipeline": "execengine.agent",
+    "ToolConflictError": "execengine.errors",
+    "ToolContext": "execengine.context",
+    "ToolEntry": "execengine.registry",
+    "ToolError": "execengine.errors",
+    "ToolRegistry": "execengine.registry",
+    "ToolSpecs": "execengine.registry",
+    "Toolset": "execengine.toolsets",
+    "TransportError": "execengine.errors",
+    "UnknownToolError": "execengine.errors",
+    "UnknownToolsetError": "execengine.errors",
+    "WebError": "execengine.web.errors",
+    "aexecute_code": "execengine.engine",
+    "check_command": "execengine.approval",
+    "default_registry": "execengine.registry",
+    "execute_code": "execengine.engine",
+    "get_tool_definitions": "execengine.registry",
+    "handle_function_call": "execengine.registry",
+    "install_agent_handlers": "execengine.agent",
+    "load_config": "execengine.config",
+    "make_launcher": "execengine.isolation",
+    "repair_transcript": "execengine.agent",
+    "run_conversation": "execengine.agent",
+}
+
 __all__ = [
+    "ApprovalRequest",
+    "Approver",
     "Availability",
+    "CallbackApprover",
+    "ChatCompletionsClient",
+    "Child",
     "Config",
     "ConfigError",
+    "ConversationResult",
+    "Engine",
     "ExecEngineError",
+    "ExecutionResult",
+    "FileOpError",
     "HandshakeError",
     "IsolationError",
+    "LaunchLimits",
+    "LaunchSpec",
+    "Launcher",
+    "ModelError",
     "PluginError",
+    "PolicyApprover",
+    "PromptApprover",
     "Refuse",
     "SandboxError",
     "SchemaError",
+    "SmartApprover",
+    "TerminalError",
+    "ToolCallPipeline",
     "ToolConflictError",
     "ToolContext",
     "ToolEntry",
@@ -56,6 +171,30 @@ __all__ = [
     "TransportError",
     "UnknownToolError",
     "UnknownToolsetError",
+    "WebError",
     "__version__",
+    "aexecute_code",
+    "check_command",
+    "default_registry",
+    "execute_code",
+    "get_tool_definitions",
+    "handle_function_call",
+    "install_agent_handlers",
     "load_config",
+    "make_launcher",
+    "repair_transcript",
+    "run_conversation",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'execengine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

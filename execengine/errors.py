@@ -13,13 +13,21 @@ tool schema).
     │   ├── UnknownToolError        no tool of that name (with suggestions)
     │   ├── UnknownToolsetError     no toolset of that name (with suggestions)
     │   └── TerminalError           the terminal backend failed (execengine.terminal)
+    ├── FileOpError                 a file tool cannot do what was asked (execengine.fileops)
+    ├── WebError                    a page or search provider unusable (execengine.web.errors
+    │                               draws its subtree: blocked address, timeout, redirect...)
     ├── PluginError                 a plugin could not be loaded or misbehaved
-    ├── FileOpError                 a file tool cannot do what was asked (never leaves a tool:
-    │                               handlers return it as {"error": ...}; execengine.fileops)
+    ├── ModelError                  the agent loop's model endpoint failed (execengine.agent)
+    ├── MemoryFileError             the reference memory tool's file is unusable
+    ├── BenchError                  the benchmark harness cannot run (execengine.bench)
+    │   └── WorkflowError           a workflow is malformed, or its two runs disagree
     └── SandboxError
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
         ├── HandshakeError          the child did not say hello in time, or said it wrongly
         └── IsolationError          a required isolation layer is not available here
+
+Errors inside tools (FileOpError, WebError, TerminalError) never leave the dispatcher: they
+become ``{"error": ...}`` results the model or the script reads.
 
 Lower-layer errors (``zmq.ZMQError``, ``OSError``, ``yaml.YAMLError``) are translated where
 they enter the library, with ``raise ... from exc``.

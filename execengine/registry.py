@@ -448,3 +448,38 @@ def _copy(schema: Mapping[str, Any]) -> dict[str, Any]:
     import copy
 
     return copy.deepcopy(dict(schema))
+
+
+_default_lock = threading.Lock()
+_default: ToolRegistry | None = None
+
+
+def default_registry() -> ToolRegistry:
+    """A convenience registry with the built-in tools and plugins, configured from
+    ``load_config()``; built on first use (importing execengine does no I/O)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            from execengine.config import load_config
+
+            _default = ToolRegistry.with_builtins(load_config())
+        return _default
+
+
+def handle_function_call(name: str, args: Any, *, task_id: str | None = None,
+                         registry: ToolRegistry | None = None, **extras: Any) -> str:
+    """Dispatch one call (on ``registry`` or the default one); the result text for the
+    model. Never raises: errors come back as a JSON ``{"error": ...}`` object."""
+    return (registry or default_registry()).dispatch(name, args, task_id=task_id, **extras)
+
+
+def get_tool_definitions(
+    enabled_toolsets: Iterable[str] | None = None,
+    disabled_toolsets: Iterable[str] | None = None,
+    *,
+    registry: ToolRegistry | None = None,
+    format: Literal["openai", "anthropic"] = "openai",
+) -> list[dict[str, Any]]:
+    """Tool schemas for the model from ``registry`` or the default one."""
+    return (registry or default_registry()).get_tool_definitions(
+        enabled_toolsets, disabled_toolsets, format=format)

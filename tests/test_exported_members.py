@@ -3,18 +3,33 @@ import execengine
 
 def test_all_is_sorted_and_complete():
     assert execengine.__all__ == sorted(execengine.__all__)
+    assert set(execengine.__all__) == {*execengine._EXPORTS, "__version__"}
     for name in execengine.__all__:
-        assert hasattr(execengine, name), name
+        assert getattr(execengine, name) is not None, name
+    assert "Engine" in dir(execengine)
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    import pytest
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        execengine.nope  # noqa: B018
 
 
 def test_public_names_are_pinned():
     # Changing the public API is a decision: update this list on purpose.
     assert set(execengine.__all__) == {
-        "Availability", "Config", "ConfigError", "ExecEngineError", "HandshakeError",
-        "IsolationError", "PluginError", "Refuse", "SandboxError", "SchemaError",
-        "ToolConflictError", "ToolContext", "ToolEntry", "ToolError", "ToolRegistry",
-        "ToolSpecs", "Toolset", "TransportError", "UnknownToolError", "UnknownToolsetError",
-        "__version__", "load_config",
+        "ApprovalRequest", "Approver", "Availability", "CallbackApprover",
+        "ChatCompletionsClient", "Child", "Config", "ConfigError", "ConversationResult",
+        "Engine", "ExecEngineError", "ExecutionResult", "FileOpError", "HandshakeError",
+        "IsolationError", "LaunchLimits", "LaunchSpec", "Launcher", "ModelError", "PluginError",
+        "PolicyApprover", "PromptApprover", "Refuse", "SandboxError", "SchemaError",
+        "SmartApprover", "TerminalError", "ToolCallPipeline", "ToolConflictError",
+        "ToolContext", "ToolEntry", "ToolError", "ToolRegistry", "ToolSpecs", "Toolset",
+        "TransportError", "UnknownToolError", "UnknownToolsetError", "WebError", "__version__",
+        "aexecute_code", "check_command", "default_registry", "execute_code",
+        "get_tool_definitions", "handle_function_call", "install_agent_handlers", "load_config",
+        "make_launcher", "repair_transcript", "run_conversation",
     }
 
 
