@@ -172,3 +172,22 @@ def test_async_handler_exception_is_a_result():
     reg.register("b", "demo", SCHEMA, boom, is_async=True)
     assert err(reg.dispatch("b", {})) == "Tool execution failed: ValueError: nope"
     assert err(asyncio.run(reg.adispatch("b", {}))) == "Tool execution failed: ValueError: nope"
+
+
+def test_module_level_helpers_use_a_lazily_built_default_registry(tmp_path, monkeypatch):
+    import execengine.registry as registry_module
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("EXECENGINE_CONFIG", raising=False)
+    monkeypatch.setattr(registry_module, "_default", None)
+    from execengine import default_registry, get_tool_definitions, handle_function_call
+
+    (tmp_path / "notes.txt").write_text("hello\n")
+    out = json.loads(handle_function_call("read_file", {"path": str(tmp_path / "notes.txt")}))
+    assert "hello" in out["content"]
+    assert "Unknown tool" in err(handle_function_call("nope", {}))
+    names = {d["function"]["name"] for d in get_tool_definitions(["file"])}
+    assert names == {"read_file", "write_file", "patch", "search_files"}
+    reg = default_registry()
+    assert default_registry() is reg
+    reg.close()
