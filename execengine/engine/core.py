@@ -33,7 +33,7 @@ from execengine.engine.result import (
     no_hello_message,
     timeout_message,
 )
-from execengine.engine.staging import RUNTIME_PACKAGE, Staging
+from execengine.engine.staging import RUNTIME_PACKAGE, Runtime, Staging
 from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError
@@ -68,6 +68,7 @@ class Engine:
 
             launcher = make_launcher(self.config)
         self.launcher = launcher
+        self.runtime = Runtime()
         self._server: RpcServer | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -94,6 +95,7 @@ class Engine:
         if server is not None:
             server.close()
         self.launcher.close()
+        self.runtime.close()
         if self._own_registry:
             self.registry.close()
 
@@ -157,6 +159,7 @@ class Engine:
                 exec_id=exec_id, token=token, allowed=names, handler=handler,
                 max_tool_calls=ce.max_tool_calls))
             workdir = self._workdir(mode, cwd, task_id, staging.path)
+            runtime = self.runtime.path
             interpreter = choose(mode, configured=ce.python)
             watch_r, watch_w = os.pipe()
             stack.callback(os.close, watch_w)  # EOF for the child's watchdog, at the latest
@@ -164,7 +167,7 @@ class Engine:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": self._pythonpath(mode, staging.path, workdir),
+                        "PYTHONPATH": self._pythonpath(mode, staging.path, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -176,7 +179,7 @@ class Engine:
                           staging.script_path],
                     env=env, cwd=workdir, run_token=run_token,
                     writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
-                    readable_paths=(staging.path,),
+                    readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
                     limits=self._limits(limit),
                 )
@@ -217,10 +220,11 @@ class Engine:
         return result
 
     @staticmethod
-    def _pythonpath(mode: str, staging: str, workdir: str) -> str:
-        """The stub's directory first; in project mode the project directory and the host's
-        PYTHONPATH follow, so scripts import the project's packages as its code does."""
-        parts = [staging]
+    def _pythonpath(mode: str, staging: str, runtime: str, workdir: str) -> str:
+        """The stub's directory and the runtime first; in project mode the project directory
+        and the host's PYTHONPATH follow, so scripts import the project's packages as its
+        code does."""
+        parts = [staging, runtime]
         if mode == "project":
             parts.append(workdir)
             parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)

@@ -1,20 +1,24 @@
-"""The staging directory of one execution: the script, the rendered stub, the runtime.
+"""Where a child's files live: a staging directory per execution, a runtime per engine.
 
 Layout (the contract with the child runtime in ``sandbox/``)::
 
     <staging>/script.py          the user's code
     <staging>/hermes_tools.py    the rendered stub
-    <staging>/_execengine/       a copy of sandbox/
+    <runtime>/_execengine/       a copy of sandbox/, compiled once
 
-``<staging>`` is private (0700), goes on the child's ``PYTHONPATH`` and is removed on close,
-whatever the outcome.
+``<staging>`` is private (0700), goes first on the child's ``PYTHONPATH`` and is removed on
+close, whatever the outcome. ``<runtime>`` is shared by every execution of one engine (it
+holds no per-run data), read-only for children (0755 / 0644) and removed when the engine
+closes; copying and compiling the runtime once saves every execution that work.
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import tempfile
+import threading
 
 from execengine._resources import sandbox_dir
 
@@ -28,8 +32,6 @@ class Staging:
         self.path = tempfile.mkdtemp(prefix="execengine-run-", dir=base)
         try:
             os.chmod(self.path, 0o700)
-            shutil.copytree(sandbox_dir(), os.path.join(self.path, RUNTIME_PACKAGE),
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             self._write("hermes_tools.py", stub_source)
             self._write("script.py", code)
         except BaseException:
@@ -57,3 +59,42 @@ class Staging:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+
+class Runtime:
+    """The child runtime, copied and byte-compiled once (lazily); idempotent :meth:`close`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._path: str | None = None
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The directory to put on ``PYTHONPATH`` (it contains ``_execengine/``)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the runtime directory is closed")
+            if self._path is None:
+                path = tempfile.mkdtemp(prefix="execengine-runtime-")
+                try:
+                    target = os.path.join(path, RUNTIME_PACKAGE)
+                    shutil.copytree(sandbox_dir(), target,
+                                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    compileall.compile_dir(target, quiet=1)
+                    for root, dirs, files in os.walk(path):
+                        os.chmod(root, 0o755)
+                        for name in files:
+                            os.chmod(os.path.join(root, name), 0o644)
+                except BaseException:
+                    shutil.rmtree(path, ignore_errors=True)
+                    raise
+                self._path = path
+            return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            path, self._path, self._closed = self._path, None, True
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)

@@ -28,9 +28,13 @@ def _open_fds() -> set[int]:
 def no_leaks() -> Iterator[None]:
     """Every test leaves no open descriptors and no child processes behind."""
     before = _open_fds()
-    yield
     me = psutil.Process()
-    leftovers = [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    # processes other test modules keep for the whole session (an engine's spawner) are
+    # not this test's
+    existing = {p.pid for p in me.children(recursive=True)}
+    yield
+    leftovers = [p for p in me.children(recursive=True)
+                 if p.pid not in existing and p.status() != psutil.STATUS_ZOMBIE]
     for p in leftovers:
         p.kill()
     assert not leftovers, f"processes left behind: {leftovers}"
