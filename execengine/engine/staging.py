@@ -83,7 +83,7 @@ class Runtime:
                     shutil.copytree(sandbox_dir(), target,
                                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
                     compileall.compile_dir(target, quiet=1)
-                    for root, dirs, files in os.walk(path):
+                    for root, _dirs, files in os.walk(path):
                         os.chmod(root, 0o755)
                         for name in files:
                             os.chmod(os.path.join(root, name), 0o644)
