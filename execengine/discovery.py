@@ -102,6 +102,9 @@ class PluginContext:
     def register_hook(self, kind: str, fn: Callable[..., Any]) -> None:
         self.registry.add_hook(kind, fn)  # type: ignore[arg-type]
 
+    def register_schema_patch(self, fn: Callable[..., Any]) -> None:
+        self.registry.add_schema_patch(fn)
+
     def register_env_passthrough(self, names: Iterable[str]) -> None:
         self.registry.add_env_passthrough(names)
 

@@ -94,6 +94,7 @@ class ToolSpecs:
 class _Hooks:
     pre: list[PreHook] = field(default_factory=list)
     post: list[PostHook] = field(default_factory=list)
+    schema: list[SchemaPatch] = field(default_factory=list)
 
 
 class ToolRegistry:
@@ -336,11 +337,14 @@ class ToolRegistry:
         """Schemas of the selected, available tools, after schema patches, sorted by name."""
         names = self.available_tools(enabled_toolsets, disabled_toolsets)
         ctx = DefinitionContext(frozenset(names), self.config, self)
+        with self._lock:
+            global_patches = list(self._hooks.schema)
         out: list[dict[str, Any]] = []
         for name in names:
             entry = self.get(name)
             schema: dict[str, Any] | None = _copy(entry.schema)
             patches = [entry.schema_patch] if entry.schema_patch else []
+            patches += global_patches
             for patch in patches:
                 try:
                     schema = patch(schema, ctx)  # type: ignore[arg-type]
@@ -370,6 +374,13 @@ class ToolRegistry:
                 self._hooks.post.append(fn)
             else:
                 raise ToolError(f"unknown hook kind {kind!r}; use pre_tool_call or post_tool_call")
+
+    def add_schema_patch(self, fn: SchemaPatch) -> None:
+        """A patch applied to every tool's schema when definitions are built, after the
+        tool's own ``schema_patch``: ``fn(function_schema, ctx)`` returns the schema to serve
+        or None to withhold the tool (``ctx.available`` is this session's tool set)."""
+        with self._lock:
+            self._hooks.schema.append(fn)
 
     def hooks(self) -> tuple[list[PreHook], list[PostHook]]:
         with self._lock:

@@ -50,6 +50,7 @@ PLUGIN = textwrap.dedent("""
         ctx.register_toolset("plugged_set", "a plugin toolset", includes=["plugged"])
         ctx.register_hook("post_tool_call", lambda n, a, r, c: r)
         ctx.register_env_passthrough(["PLUGIN_TOKEN"])
+        ctx.register_schema_patch(lambda s, c: s)
 """)
 
 

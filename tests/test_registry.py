@@ -205,3 +205,15 @@ def test_env_passthrough_merges_config_and_runtime():
     reg = ToolRegistry(cfg)
     reg.add_env_passthrough(["B_KEY", "A_TOKEN"])
     assert reg.env_passthrough == ("A_TOKEN", "B_KEY")
+
+
+def test_registry_wide_schema_patches_run_after_the_tools_own():
+    reg = ToolRegistry()
+    reg.register("a", "one", SCHEMA, echo,
+                 schema_patch=lambda s, c: {**s, "description": s["description"] + "+own"})
+    reg.register("b", "one", SCHEMA, echo)
+    reg.add_schema_patch(lambda s, c: None if s["name"] == "b" else
+                         {**s, "description": s["description"] + "+global"})
+    reg.add_schema_patch(lambda s, c: 1 / 0 if s["name"] == "zzz" else s)
+    (a,) = reg.get_tool_definitions()
+    assert a["function"]["description"] == "Echo+own+global"
