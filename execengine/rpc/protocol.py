@@ -90,9 +90,12 @@ def _dump(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def welcome(exec_id: str, max_tool_calls: int) -> bytes:
-    return _dump({"v": VERSION, "type": "welcome", "exec": exec_id,
-                  "max_tool_calls": max_tool_calls})
+def welcome(exec_id: str, max_tool_calls: int, max_message_bytes: int | None = None) -> bytes:
+    msg: dict[str, Any] = {"v": VERSION, "type": "welcome", "exec": exec_id,
+                           "max_tool_calls": max_tool_calls}
+    if max_message_bytes is not None:
+        msg["max_message_bytes"] = max_message_bytes
+    return _dump(msg)
 
 
 def denied(error: str) -> bytes:

@@ -267,7 +267,8 @@ class RpcServer:
         if isinstance(msg, protocol.Hello) and channel.authenticate(msg.exec_id, msg.token):
             b.peers[ident] = True
             channel.hello.set()  # before the welcome: whoever sees the welcome sees this
-            self._send(b, ident, protocol.welcome(channel.exec_id, channel.max_tool_calls))
+            self._send(b, ident, protocol.welcome(channel.exec_id, channel.max_tool_calls,
+                                                 self.max_message_bytes))
             return
         b.peers[ident] = False
         channel.denied_peers += 1

@@ -20,7 +20,8 @@ def test_hello_then_call_round_trip(rpc):
         assert os.path.exists(ch.socket_path)
         p = rpc.peer(ch)
         assert p.hello(ch.exec_id, ch.test_token) == {
-            "v": 1, "type": "welcome", "exec": ch.exec_id, "max_tool_calls": 50}
+            "v": 1, "type": "welcome", "exec": ch.exec_id, "max_tool_calls": 50,
+            "max_message_bytes": 1 << 20}
         assert ch.hello.is_set()
         p.call("1", "echo", {"x": "é"})
         reply = p.recv()
