@@ -63,10 +63,23 @@ class CodeExecutionConfig:
         min=0.1,
     )
     max_parallel_tool_calls: int = option(
-        16, "host worker threads serving tool calls of one engine", min=1, max=256
+        16, "tool calls of one execution running on the host at once (more wait their turn)",
+        min=1, max=256,
+    )
+    max_tool_threads: int = option(
+        64, "host worker threads for the tool calls of all executions of one engine; when "
+        "all are busy (e.g. hung calls of ended executions) a call gets an error result",
+        min=1, max=1024,
     )
     max_message_bytes: int = option(
         16 * 1024 * 1024, "largest RPC message accepted from a child", min=4096
+    )
+    spill_max_age_hours: float = option(
+        24.0, "spill files (full stdout of truncated runs) older than this are deleted at "
+        "engine start", min=0.0,
+    )
+    spill_max_mb: int = option(
+        512, "spill files beyond this total are deleted at engine start, oldest first", min=0
     )
     python: str | None = option(
         None, "interpreter for project mode (default: $VIRTUAL_ENV, $CONDA_PREFIX, host)"

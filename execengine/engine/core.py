@@ -33,13 +33,22 @@ from execengine.engine.result import (
     no_hello_message,
     timeout_message,
 )
-from execengine.engine.staging import RUNTIME_PACKAGE, Runtime, Staging
+from execengine.engine.spill import prune, spill_dir
+from execengine.engine.staging import (
+    RUNTIME_PACKAGE,
+    RUNTIME_PREFIX,
+    STAGING_PREFIX,
+    Runtime,
+    Staging,
+)
 from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError
+from execengine.hostdirs import sweep
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
+from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 log = logging.getLogger(__name__)
@@ -47,9 +56,17 @@ log = logging.getLogger(__name__)
 MODES = ("project", "strict")
 
 
-def spill_dir() -> str:
-    """Where full outputs of truncated executions are kept (per user, private)."""
-    return os.path.join(tempfile.gettempdir(), f"execengine-output-{os.getuid()}")
+def clean_leftovers(config: Config) -> None:
+    """Remove what killed hosts left behind (their staging, socket and runtime directories)
+    and prune old or excess spill files. Never raises; called when an engine starts."""
+    ce = config.code_execution
+    try:
+        sweep((STAGING_PREFIX, RUNTIME_PREFIX, SOCKET_DIR_PREFIX),
+              (tempfile.gettempdir(), *socket_roots()))
+        prune(spill_dir(), max_age_seconds=ce.spill_max_age_hours * 3600,
+              max_bytes=ce.spill_max_mb * 1024 * 1024)
+    except Exception:  # housekeeping must never stop an engine from starting
+        log.warning("cleaning up after earlier hosts failed", exc_info=True)
 
 
 class Engine:
@@ -68,6 +85,7 @@ class Engine:
 
             launcher = make_launcher(self.config)
         self.launcher = launcher
+        clean_leftovers(self.config)
         self.runtime = Runtime()
         self._server: RpcServer | None = None
         self._lock = threading.Lock()

@@ -7,7 +7,9 @@ Layout (the contract with the child runtime in ``sandbox/``)::
     <runtime>/_execengine/       a copy of sandbox/, compiled once
 
 ``<staging>`` is private (0700), goes first on the child's ``PYTHONPATH`` and is removed on
-close, whatever the outcome. ``<runtime>`` is shared by every execution of one engine (it
+close, whatever the outcome. Both names carry the owning host's pid and start time, so an
+engine started after a host was killed removes what that host left
+(:func:`execengine.hostdirs.sweep`). ``<runtime>`` is shared by every execution of one engine (it
 holds no per-run data), read-only for children (0755 / 0644) and removed when the engine
 closes; copying and compiling the runtime once saves every execution that work.
 """
@@ -17,21 +19,23 @@ from __future__ import annotations
 import compileall
 import os
 import shutil
-import tempfile
 import threading
 
 from execengine._resources import sandbox_dir
+from execengine.hostdirs import make_dir
 
 RUNTIME_PACKAGE = "_execengine"
+#: directory name prefixes (followed by the owner tag, see :mod:`execengine.hostdirs`)
+STAGING_PREFIX = "execengine-run-"
+RUNTIME_PREFIX = "execengine-runtime-"
 
 
 class Staging:
     """A context manager; :meth:`close` is idempotent."""
 
     def __init__(self, code: str, stub_source: str, *, base: str | None = None) -> None:
-        self.path = tempfile.mkdtemp(prefix="execengine-run-", dir=base)
+        self.path = make_dir(STAGING_PREFIX, base)
         try:
-            os.chmod(self.path, 0o700)
             self._write("hermes_tools.py", stub_source)
             self._write("script.py", code)
         except BaseException:
@@ -77,7 +81,7 @@ class Runtime:
             if self._closed:
                 raise RuntimeError("the runtime directory is closed")
             if self._path is None:
-                path = tempfile.mkdtemp(prefix="execengine-runtime-")
+                path = make_dir(RUNTIME_PREFIX)
                 try:
                     target = os.path.join(path, RUNTIME_PACKAGE)
                     shutil.copytree(sandbox_dir(), target,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from execengine.errors import TransportError
+from execengine.hostdirs import make_dir, owner_tag
 
 if TYPE_CHECKING:
     from execengine.rpc.server import RpcServer
@@ -28,6 +29,7 @@ CallHandler = Callable[[str, dict[str, Any]], str]
 #: sun_path limit of AF_UNIX addresses, including the terminating NUL
 SUN_PATH_MAX = 108 if sys.platform.startswith("linux") else 104
 SOCKET_NAME = "rpc.sock"
+SOCKET_DIR_PREFIX = "execengine-rpc-"
 
 
 def unavailable_message(tool: str, allowed: Iterable[str]) -> str:
@@ -39,19 +41,23 @@ def limit_message(limit: int) -> str:
     return f"Tool call limit reached ({limit}). No more tool calls allowed in this execution."
 
 
+def socket_roots(base: str | None = None) -> list[str]:
+    """Where socket directories are made: ``base``, or the temp dir then ``/tmp``."""
+    return list(dict.fromkeys([base] if base else [tempfile.gettempdir(), "/tmp"]))
+
+
 def make_socket_dir(base: str | None = None) -> str:
     """A new private (0700) directory whose ``rpc.sock`` path fits ``sun_path``.
 
-    ``base`` defaults to the temp dir, falling back to ``/tmp`` when that is too long.
+    ``base`` defaults to the temp dir, falling back to ``/tmp`` when that is too long. The
+    name carries the owner tag of :mod:`execengine.hostdirs`.
     """
-    candidates = [base] if base else [tempfile.gettempdir(), "/tmp"]
     last = ""
-    for root in dict.fromkeys(candidates):
-        path = os.path.join(root, "execengine-rpc-XXXXXXXX", SOCKET_NAME)
+    for root in socket_roots(base):
+        # the name mkdtemp makes: prefix, owner tag, "-", 8 random characters
+        path = os.path.join(root, f"{SOCKET_DIR_PREFIX}{owner_tag()}-XXXXXXXX", SOCKET_NAME)
         if len(os.fsencode(path)) < SUN_PATH_MAX:
-            d = tempfile.mkdtemp(prefix="execengine-rpc-", dir=root)
-            os.chmod(d, 0o700)
-            return d
+            return make_dir(SOCKET_DIR_PREFIX, root)
         last = path
     raise TransportError(
         f"socket path {last!r} is longer than the platform limit of {SUN_PATH_MAX - 1} "
