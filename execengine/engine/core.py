@@ -100,7 +100,8 @@ class Engine:
                 raise SandboxError("the engine is closed")
             if self._server is None:
                 ce = self.config.code_execution
-                self._server = RpcServer(max_workers=ce.max_parallel_tool_calls,
+                self._server = RpcServer(max_workers=ce.max_tool_threads,
+                                         max_parallel_calls=ce.max_parallel_tool_calls,
                                          max_message_bytes=ce.max_message_bytes)
             return self._server
 

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,7 @@ class Channel:
         handler: CallHandler,
         max_tool_calls: int,
         socket_dir: str,
+        max_parallel: int = 16,
     ) -> None:
         self.server = server
         self.exec_id = exec_id
@@ -91,6 +93,9 @@ class Channel:
         self._lock = threading.Lock()
         self._calls = 0
         self._in_flight = 0
+        self.max_parallel = max(1, max_parallel)
+        self._running = 0  # calls of this execution on a host worker
+        self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
         self.denied_peers = 0
 
@@ -126,15 +131,52 @@ class Channel:
             self._in_flight += 1
         return None
 
+    def refund(self) -> None:
+        """Give back the budget of an admitted call that never ran."""
+        with self._lock:
+            self._calls -= 1
+            self._in_flight -= 1
+
     def finished(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+    # -- per-execution concurrency ------------------------------------------------------
+    # At most ``max_parallel`` calls of one execution occupy host workers; the rest wait
+    # here, not in the shared pool, so one execution's hung calls cannot starve another's.
+
+    def enqueue(self, job: Callable[[], None]) -> bool:
+        """True: ``job`` got a slot and the caller starts it now; False: it waits."""
+        with self._lock:
+            if self.closed:
+                return False
+            if self._running < self.max_parallel:
+                self._running += 1
+                return True
+            self._waiting.append(job)
+            return False
+
+    def next_job(self) -> Callable[[], None] | None:
+        """A finished job's slot: handed to the next waiting job (returned, the caller
+        starts it) or freed. Nothing once the channel is closed."""
+        with self._lock:
+            if self._waiting and not self.closed:
+                return self._waiting.popleft()
+            self._running -= 1
+            return None
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return self._running
 
     def close(self) -> None:
         """Unbind the socket and remove its directory. Idempotent."""
         if self.closed:
             return
-        self.closed = True
+        with self._lock:
+            self.closed = True
+            self._waiting.clear()  # admitted calls that never started: abandoned
         try:
             self.server.release(self)
         finally:

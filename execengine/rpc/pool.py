@@ -2,7 +2,9 @@
 
 Unlike :class:`concurrent.futures.ThreadPoolExecutor`, its threads are daemons: a tool call
 that hangs forever never blocks interpreter exit, and closing the pool never waits for it.
-Threads start on demand, up to ``max_workers``.
+Threads start on demand, up to ``max_workers``. :meth:`WorkerPool.try_submit` never queues:
+when every worker is busy (say, with hung calls nobody waits for any more) it says so and
+the caller answers with an error instead of waiting behind them.
 """
 
 from __future__ import annotations
@@ -26,37 +28,58 @@ class WorkerPool:
         self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._idle = 0  # workers blocked waiting for a job
-        self._pending = 0  # jobs queued and not yet taken
+        self._busy = 0  # jobs submitted and not yet finished
         self._closed = False
 
     def submit(self, job: Job) -> None:
+        """Run ``job`` on a worker; it waits in the queue while all are busy."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("worker pool is closed")
-            self._pending += 1
-            if self._pending > self._idle and len(self._threads) < self.max_workers:
-                t = threading.Thread(target=self._work, daemon=True,
-                                     name=f"{self._name}-{len(self._threads)}")
-                self._threads.append(t)
-                t.start()
+            if self._busy >= len(self._threads) and len(self._threads) < self.max_workers:
+                self._grow()
+            self._busy += 1
             self._jobs.put(job)
+
+    def try_submit(self, job: Job) -> bool:
+        """Run ``job`` now on an idle (or new) worker; False, and nothing queued, when all
+        ``max_workers`` are busy."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("worker pool is closed")
+            if self._busy >= len(self._threads):
+                if len(self._threads) >= self.max_workers:
+                    return False
+                self._grow()
+            self._busy += 1
+            self._jobs.put(job)
+            return True
+
+    def _grow(self) -> None:
+        # under self._lock
+        t = threading.Thread(target=self._work, daemon=True,
+                             name=f"{self._name}-{len(self._threads)}")
+        self._threads.append(t)
+        t.start()
 
     def _work(self) -> None:
         while True:
-            with self._lock:
-                self._idle += 1
             job = self._jobs.get()
-            with self._lock:
-                self._idle -= 1
-                if job is not None:
-                    self._pending -= 1
             if job is None:
                 return
             try:
                 job()
             except Exception:  # a job reports its own errors; this is a last resort
                 log.exception("tool worker job failed")
+            finally:
+                with self._lock:
+                    self._busy -= 1
+
+    @property
+    def busy(self) -> int:
+        """Jobs running or waiting for a worker."""
+        with self._lock:
+            return self._busy
 
     @property
     def size(self) -> int:

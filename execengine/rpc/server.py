@@ -4,7 +4,17 @@ Every execution gets its own pyzmq ``ROUTER`` socket bound at ``ipc://<private d
 (:class:`~execengine.rpc.channel.Channel`). All sockets are owned by a single loop thread;
 other threads talk to it through a command queue and a wake-up pipe, so no zmq socket is
 ever touched by two threads. Tool calls run in a :class:`~execengine.rpc.pool.WorkerPool`;
-their replies go back through the same queue. Nothing a child sends can raise out of the
+their replies go back through the same queue.
+
+Hung tool calls: a thread cannot be killed, so a call that never returns holds its worker.
+Two rules keep that from spreading. (1) At most ``max_parallel_calls`` calls of one
+execution occupy workers; its further calls wait in the channel's own queue, so one
+execution's hung calls cannot take the workers another execution needs (the pool's hard
+cap, ``max_workers``, is set well above the per-execution cap). (2) When an execution ends
+its waiting calls are dropped unstarted and its running ones are abandoned: their late
+results are discarded, never sent to the dead peer. If hung calls ever fill the whole pool,
+a new call is not queued behind them: it is answered at once with an error result (and its
+budget given back). Nothing a child sends can raise out of the
 loop: frames are parsed by :mod:`execengine.rpc.protocol` (JSON only) and bad ones are
 answered or dropped.
 """
@@ -47,9 +57,10 @@ class _Bound:
 class RpcServer:
     """Serves tool calls of many concurrent executions. A context manager."""
 
-    def __init__(self, *, max_workers: int = 16, max_message_bytes: int = 16 * 1024 * 1024,
-                 socket_base: str | None = None) -> None:
+    def __init__(self, *, max_workers: int = 64, max_message_bytes: int = 16 * 1024 * 1024,
+                 socket_base: str | None = None, max_parallel_calls: int = 16) -> None:
         self.max_message_bytes = max_message_bytes
+        self.max_parallel_calls = max_parallel_calls
         self.socket_base = socket_base
         self._pool = WorkerPool(max_workers)
         self._ctx: zmq.Context[zmq.Socket[bytes]] | None = None
@@ -66,7 +77,8 @@ class RpcServer:
         """Bind a new channel; :class:`TransportError` when it cannot."""
         socket_dir = make_socket_dir(self.socket_base)
         channel = Channel(self, exec_id=exec_id, token=token, allowed=allowed, handler=handler,
-                          max_tool_calls=max_tool_calls, socket_dir=socket_dir)
+                          max_tool_calls=max_tool_calls, socket_dir=socket_dir,
+                          max_parallel=self.max_parallel_calls)
         try:
             self._call("open", channel)
         except BaseException:
@@ -283,21 +295,66 @@ class RpcServer:
             text = json.dumps({"error": refusal}, ensure_ascii=False)
             self._send(b, ident, protocol.result(call.id, text))
             return
+        job = _CallJob(self, channel, ident, call)
+        if channel.enqueue(job):
+            self._run_calls(channel, job)
 
-        def job() -> None:
+    def _run_calls(self, channel: Channel, job: _CallJob | None) -> None:
+        """Run ``job`` (which holds one of ``channel``'s slots) on a pool worker; when it is
+        done, that worker and slot go on to the channel's next waiting call. A call the
+        exhausted pool cannot take is answered with an error result, its budget given back,
+        and the slot passed to the next waiting call (which tries the pool again)."""
+        while job is not None:
             try:
-                if channel.closed:
+                if self._pool.try_submit(job):
                     return
-                try:
-                    text = channel.handler(call.tool, call.args)
-                except Exception as exc:  # the handler should not raise; be safe anyway
-                    log.exception("tool handler for %s raised", call.tool)
-                    text = json.dumps({"error": f"Tool execution failed: {exc}"})
-                if not isinstance(text, str):
-                    text = json.dumps(text, ensure_ascii=False, default=str)
-                if not channel.closed:
-                    self._reply(channel, ident, protocol.result(call.id, text))
-            finally:
-                channel.finished()
+            except RuntimeError:  # the pool is closed: the server is shutting down
+                pass
+            job.refuse(busy_message(self._pool.max_workers))
+            job = channel.next_job()  # type: ignore[assignment]
 
-        self._pool.submit(job)
+
+class _CallJob:
+    """One admitted tool call, run by a pool worker."""
+
+    def __init__(self, server: RpcServer, channel: Channel, ident: bytes,
+                 call: protocol.Call) -> None:
+        self.server, self.channel, self.ident, self.call = server, channel, ident, call
+
+    def __call__(self) -> None:
+        """Run this call, then (same worker, same slot) the execution's next waiting ones."""
+        job: _CallJob | None = self
+        while job is not None:
+            job.run_one()
+            job = self.channel.next_job()  # type: ignore[assignment]
+
+    def run_one(self) -> None:
+        channel, call = self.channel, self.call
+        try:
+            if channel.closed:
+                return  # the execution ended while the call waited
+            try:
+                text = channel.handler(call.tool, call.args)
+            except Exception as exc:  # the handler should not raise; be safe anyway
+                log.exception("tool handler for %s raised", call.tool)
+                text = json.dumps({"error": f"Tool execution failed: {exc}"})
+            if not isinstance(text, str):
+                text = json.dumps(text, ensure_ascii=False, default=str)
+            if not channel.closed:  # else abandoned: the late result is dropped
+                self.server._reply(channel, self.ident, protocol.result(call.id, text))
+        except Exception:  # pragma: no cover - a bug; the next call must still run
+            log.exception("tool call %s failed", call.tool)
+        finally:
+            channel.finished()
+
+    def refuse(self, reason: str) -> None:
+        self.channel.refund()
+        if not self.channel.closed:
+            self.server._reply(self.channel, self.ident, protocol.result(
+                self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
+
+
+def busy_message(workers: int) -> str:
+    return (f"Tool call refused: all {workers} host worker threads for tool calls are busy "
+            "(calls that never returned hold them; see code_execution.max_tool_threads). "
+            "Try again later.")

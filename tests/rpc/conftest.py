@@ -75,7 +75,7 @@ class Harness:
 @pytest.fixture
 def rpc() -> Iterator[Harness]:
     ctx = zmq.Context()
-    server = RpcServer(max_workers=8, max_message_bytes=1 << 20)
+    server = RpcServer(max_workers=8, max_parallel_calls=4, max_message_bytes=1 << 20)
     h = Harness(server, ctx)
     try:
         yield h
