@@ -14,14 +14,10 @@ import re
 import tempfile
 from dataclasses import dataclass
 
-#: CSI / OSC / other ESC sequences, and stray C1 single-byte controls as text
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"        # CSI ... final byte
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC ... BEL or ST
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC ... ST
-    r"|\x1b[@-Z\\-_]"                  # two-byte escapes
-    r"|\x9b[0-?]*[ -/]*[@-~]"          # 8-bit CSI
-)
+from execengine.ansi import strip_ansi
+
+__all__ = ["Captured", "OutputCapture", "clean_text", "redact", "strip_ansi"]
+
 _SECRETS = re.compile(
     r"(?P<a>\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,})"
     r"|(?P<b>\bgh[pousr]_[A-Za-z0-9]{20,})"
@@ -30,10 +26,6 @@ _SECRETS = re.compile(
     r"|(?P<e>\bAIza[0-9A-Za-z_\-]{35})"
     r"|(?i:(?P<f>\bbearer\s+)[A-Za-z0-9._\-]{16,})"
 )
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
 
 
 def redact(text: str) -> str:

@@ -1,8 +1,9 @@
 """Bounded output collection: head + tail for foreground commands, a ring for background ones.
 
 Bytes from a pipe or PTY are decoded incrementally as UTF-8 (invalid sequences become U+FFFD,
-a character split across two reads is kept whole), so limits count characters exactly and
-memory stays bounded however much a command prints.
+a character split across two reads is kept whole) and stripped of ANSI escape sequences
+(with :mod:`execengine.ansi`, as the engine strips a script's output), so limits count
+characters exactly and memory stays bounded however much a command prints.
 """
 
 from __future__ import annotations
@@ -11,18 +12,27 @@ import codecs
 import threading
 from collections import deque
 
+from execengine.ansi import AnsiStripper
+
 
 class Utf8Stream:
-    """Incremental UTF-8 decoding with replacement of invalid bytes."""
+    """Incremental UTF-8 decoding with replacement of invalid bytes; ANSI escape sequences
+    (colours, cursor moves, titles) are removed too, also when a read splits one, unless
+    ``strip_ansi`` is False."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strip_ansi: bool = True) -> None:
         self._dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._ansi = AnsiStripper() if strip_ansi else None
 
     def feed(self, data: bytes) -> str:
-        return self._dec.decode(data)
+        text = self._dec.decode(data)
+        return self._ansi.feed(text) if self._ansi is not None else text
 
     def flush(self) -> str:
-        return self._dec.decode(b"", final=True)
+        text = self._dec.decode(b"", final=True)
+        if self._ansi is not None:
+            text = self._ansi.feed(text) + self._ansi.flush()
+        return text
 
 
 def truncation_marker(omitted: int, total: int) -> str:
