@@ -8,18 +8,30 @@ with plain fork+exec, and it never starts a thread: every sandbox is forked from
 Being exec'd fresh, it also carries no host secrets in memory or ``/proc/self/environ``
 (it is started with an empty environment).
 
+Warm entries: phase 1 of entering a sandbox (:func:`.entry.prepare`: session, cgroup,
+namespaces, forks) does not depend on the script, so the host asks for it *ahead* of the
+next launch; the prepared process blocks on a control socket. A launch then only sends the
+plan (phase 2). The cgroup migration alone waits for an RCU grace period (1-20 ms on the
+hosts we measured), and three forks of a Python process cost about 1 ms each; none of that
+is on the launch's critical path any more. A warm entry that died or is missing is replaced
+by a cold one (prepare and use at once), so correctness never depends on it.
+
 Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per message:
 
 * spawner → host, once: ``{"ready": true, "pid": N}``
-* host → spawner: ``{"op": "spawn", "plan": {...}}`` with fds ``[stdout_w, stderr_w,
-  status_w, *pass_fds]``; reply ``{"ok": true, "pid": N}`` once the child has exec'd, or
-  ``{"ok": false, "error": "..."}``. When the child is reaped, its raw wait status is
-  written to ``status_w`` as decimal text and ``status_w`` is closed.
+* host → spawner: ``{"op": "prepare", "id": W, "warm": {"level", "cgroup_dirs",
+  "network"}}``; reply ``{"ok": true, "pid": N}`` at once (the entry prepares itself in
+  parallel).
+* host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null}`` with fds
+  ``[stdout_w, stderr_w, status_w, *pass_fds]``; reply ``{"ok": true, "pid": N}`` once the
+  child has exec'd, or ``{"ok": false, "error": "..."}``. When the child is reaped, its raw
+  wait status is written to ``status_w`` as decimal text and ``status_w`` is closed.
+* host → spawner: ``{"op": "discard", "id": W}``: SIGKILL an unused warm entry.
 * host → spawner: ``{"op": "kill_uid", "uid": N, "sig": S}``: signal every process of that
   uid (a helper drops to the uid and calls ``kill(-1, sig)``); reply ``{"ok": true}``.
 
-EOF on the socket: SIGKILL every child still running, then exit. The spawner is a child
-subreaper, so processes that escaped their session are reaped here too.
+EOF on the socket: SIGKILL every child still running (warm or not), then exit. The spawner
+is a child subreaper, so processes that escaped their session are reaped here too.
 """
 
 from __future__ import annotations
@@ -51,6 +63,10 @@ class Server:
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         #: (owner uid, owner gid, slot uid, slot gid) -> user namespace fd for id-mapping
         self.userns: dict[tuple[int, int, int, int], int] = {}
+        #: warm entries not used yet: id -> (pid, control socket)
+        self.warm: dict[str, tuple[int, socket.socket]] = {}
+        #: warm entries reaped before use
+        self.dead: set[int] = set()
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -83,32 +99,96 @@ class Server:
     def handle(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         op = req.get("op")
         if op == "spawn":
-            return self.spawn(req["plan"], fds)
+            return self.spawn(req["plan"], fds, req.get("warm"))
+        if op == "prepare":
+            pid = self.prepare(str(req["id"]), req["warm"])
+            return {"ok": True, "pid": pid}
+        if op == "discard":
+            self.discard(str(req["id"]))
+            return {"ok": True}
         if op == "kill_uid":
             return self.kill_uid(int(req["uid"]), int(req.get("sig", signal.SIGKILL)))
         raise ValueError(f"unknown op {op!r}")
 
-    def spawn(self, plan: dict[str, Any], fds: list[int]) -> dict[str, Any]:
-        if len(fds) < 3:
-            raise ValueError("spawn needs stdout, stderr and status fds")
-        idmap, mounts = plan.get("idmap"), plan.get("mounts")
-        if idmap and mounts is not None and plan.get("uid") is not None:
-            try:
-                mounts["userns_fd"] = self.userns_for(idmap[0], idmap[1], plan["uid"],
-                                                      plan["gid"])
-            except OSError:
-                mounts["userns_fd"] = None  # plain binds; the ACL grants still apply
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        close = (self.sock.fileno(), self.wake_r, self.wake_w, err_r)
+    def prepare(self, wid: str, warm: dict[str, Any]) -> int:
+        """Fork a warm entry (phase 1 runs in the child, in parallel with us)."""
+        if wid in self.warm:
+            raise ValueError(f"warm entry {wid!r} exists")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        close = (self.sock.fileno(), self.wake_r, self.wake_w, ours.fileno(),
+                 *(c.fileno() for _, c in self.warm.values()))
         pid = os.fork()
         if pid == 0:
-            entry.run(plan, fds, err_w, os.getppid(), close)
+            entry.prepare(warm, theirs.fileno(), os.getppid(), close)
             os._exit(127)  # not reached
-        os.close(err_w)
+        theirs.close()
+        self.warm[wid] = (pid, ours)
+        return pid
+
+    def discard(self, wid: str) -> None:
+        pid, ctl = self.warm.pop(wid, (0, None))
+        if ctl is not None:
+            ctl.close()
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            self.dead.discard(pid)
+
+    def spawn(self, plan: dict[str, Any], fds: list[int], wid: str | None = None
+              ) -> dict[str, Any]:
+        if len(fds) < 3:
+            raise ValueError("spawn needs stdout, stderr and status fds")
+        self.reap()  # learn about warm entries that died while waiting
+        userns: int | None = None
+        idmap, mounts = plan.get("idmap"), plan.get("mounts")
+        if idmap and mounts is not None and plan.get("uid") is not None:
+            with contextlib.suppress(OSError):  # else plain binds; the ACL grants apply
+                userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
+        warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
+                "network": bool(plan.get("network"))}
         status_w = fds[2]
-        for fd in fds:
-            if fd != status_w:
-                os.close(fd)
+        try:
+            if wid is not None and wid in self.warm:
+                pid, ctl = self.warm.pop(wid)
+                if pid in self.dead:  # it died before use: start a cold one instead
+                    self.dead.discard(pid)
+                    ctl.close()
+                    wid = None
+                else:
+                    reply = self._use(pid, ctl, plan, fds, userns)
+                    if reply is not None:
+                        return reply
+                    wid = None
+            cold = f"cold-{id(plan)}"
+            pid = self.prepare(cold, warm)
+            _, ctl = self.warm.pop(cold)
+            reply = self._use(pid, ctl, plan, fds, userns)
+            if reply is None:
+                os.close(status_w)
+                return {"ok": False, "error": "the sandbox entry died before use"}
+            return reply
+        finally:
+            for fd in fds:
+                if fd != status_w:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+
+    def _use(self, pid: int, ctl: socket.socket, plan: dict[str, Any], fds: list[int],
+             userns: int | None) -> dict[str, Any] | None:
+        """Hand ``plan`` to the prepared entry ``pid``; wait until it has exec'd or failed.
+        None: the entry was already dead (the caller starts a cold one)."""
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        send = [fds[0], fds[1], err_w, *([userns] if userns is not None else []), *fds[3:]]
+        try:
+            socket.send_fds(ctl, [json.dumps({"plan": plan, "userns": userns is not None})
+                                  .encode()], send)
+        except OSError:
+            os.close(err_r)
+            os.close(err_w)
+            ctl.close()
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            return None
+        os.close(err_w)
         chunks = []
         while True:
             try:
@@ -119,9 +199,16 @@ class Server:
                 break
             chunks.append(data)
         os.close(err_r)
-        self.children[pid] = status_w
+        ctl.setblocking(False)
+        with contextlib.suppress(OSError):  # phase 1 failed after the plan was sent
+            note = ctl.recv(MAX_MSG)
+            if note:
+                chunks.append(json.loads(note).get("error", "").encode())
+        ctl.close()
+        self.children[pid] = fds[2]
         if chunks:
-            self.reap()
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
             return {"ok": False, "error": b"".join(chunks).decode(errors="replace")}
         return {"ok": True, "pid": pid}
 
@@ -187,12 +274,16 @@ class Server:
             if pid == 0:
                 return
             fd = self.children.pop(pid, None)
+            if fd is None and any(pid == p for p, _ in self.warm.values()):
+                self.dead.add(pid)
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.write(fd, str(status).encode())
                 os.close(fd)
 
     def shutdown(self) -> None:
+        for wid in list(self.warm):
+            self.discard(wid)
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -210,6 +301,8 @@ def main(argv: list[str]) -> int:
         from execengine.isolation import seccomp
 
         seccomp.load_module()
+        seccomp.compiled(False)  # both filters, compiled once (see seccomp.compiled)
+        seccomp.compiled(True)
     with sock:
         Server(sock).serve()
     return 0

@@ -89,6 +89,11 @@ class ExecCgroup:
     freezer_dir: str | None = None
     _closed: bool = False
 
+    #: (memory_mb, max_processes) last written
+    limits: tuple[int | None, int | None] = (None, None)
+    _v2_limits: bool = False
+    _v1: dict[str, str] = field(default_factory=dict)
+
     @classmethod
     def create(cls, layout: CgroupLayout, name: str, *, memory_mb: int | None,
                max_processes: int | None) -> ExecCgroup:
@@ -100,35 +105,48 @@ class ExecCgroup:
                 group.dirs.append(d)
                 if os.path.exists(os.path.join(d, "cgroup.kill")):
                     group.kill_dir = d
-                if layout.v2_controllers:
-                    group._limits(d, "memory.max", "memory.swap.max", "pids.max",
-                                  memory_mb, max_processes)
+                group._v2_limits = layout.v2_controllers
             for ctrl, parent in layout.v1_parents:
                 d = os.path.join(parent, group.name)
                 os.mkdir(d)
                 group.dirs.append(d)
-                if ctrl == "memory" and memory_mb:
-                    _write(d, "memory.limit_in_bytes", str(memory_mb * 1024 * 1024))
-                    with contextlib.suppress(OSError):
-                        _write(d, "memory.memsw.limit_in_bytes", str(memory_mb * 1024 * 1024))
-                elif ctrl == "pids" and max_processes:
-                    _write(d, "pids.max", str(max_processes))
-                elif ctrl == "freezer":
+                group._v1[ctrl] = d
+                if ctrl == "freezer":
                     group.freezer_dir = d
+            group.set_limits(memory_mb, max_processes)
         except OSError:
             group.close()
             raise
         return group
 
-    @staticmethod
-    def _limits(d: str, mem: str, swap: str, pids: str, memory_mb: int | None,
-                max_processes: int | None) -> None:
-        if memory_mb:
-            _write(d, mem, str(memory_mb * 1024 * 1024))
+    def set_limits(self, memory_mb: int | None, max_processes: int | None) -> None:
+        """Write the memory and pids limits (no-op when unchanged). A group prepared ahead
+        of its execution gets that execution's limits here, before the script starts."""
+        if (memory_mb, max_processes) == self.limits:
+            return
+        mem = str(memory_mb * 1024 * 1024) if memory_mb else "max"
+        pids = str(max_processes) if max_processes else "max"
+        if self._v2_limits and self.dirs:
+            _write(self.dirs[0], "memory.max", mem)
             with contextlib.suppress(OSError):
-                _write(d, swap, "0")
-        if max_processes:
-            _write(d, pids, str(max_processes))
+                _write(self.dirs[0], "memory.swap.max", "0")
+            _write(self.dirs[0], "pids.max", pids)
+        if "memory" in self._v1:
+            v1mem = mem if memory_mb else "-1"
+            d = self._v1["memory"]
+            # memsw must stay >= the memory limit: raise it first when the limit grows
+            names = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+            if self.limits[0] is not None and memory_mb and memory_mb > self.limits[0]:
+                names.reverse()
+            for name in names:
+                if name.startswith("memory.memsw"):
+                    with contextlib.suppress(OSError):  # no swap accounting
+                        _write(d, name, v1mem)
+                else:
+                    _write(d, name, v1mem)
+        if "pids" in self._v1:
+            _write(self._v1["pids"], "pids.max", pids)
+        self.limits = (memory_mb, max_processes)
 
     def enter(self, pid: int = 0) -> None:
         """Move ``pid`` (0 = the caller) into every directory of the group."""

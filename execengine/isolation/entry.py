@@ -3,23 +3,37 @@
 This module only runs inside the single-threaded spawner process (:mod:`._spawnserver`),
 never in the threaded host, so forking and running Python between fork and exec is safe.
 
+Entry happens in two phases, so that the slow part can be done *before* an execution is
+asked for (a warm entry; see :mod:`._spawnserver`):
+
+1. :func:`prepare` — everything that does not depend on the script: a new session, the
+   execution's cgroup (a cgroup migration waits for an RCU grace period, 1-20 ms here),
+   the namespaces and the forks. The process that will become the workload then blocks on
+   its control socket.
+2. the plan arrives (argv, environment, paths, limits, and stdout/stderr/error/passed fds
+   as ``SCM_RIGHTS``) — :func:`_await_plan` builds the file-system view (``isolated``),
+   places the fds, applies rlimits, the uid drop, no-new-privs, Landlock and seccomp, and
+   execs. Only this phase is on the launch's critical path.
+
 ``restricted``::
 
-    spawner ─fork─> workload: setsid, cgroup, rlimits, uid drop, no-new-privs,
-                              Landlock, seccomp, exec
+    spawner ─fork─> workload: setsid, cgroup │ plan │ rlimits, uid drop, no-new-privs,
+                                                    Landlock, seccomp, exec
 
 ``isolated``::
 
     spawner ─fork─> holder: setsid, cgroup, unshare(mnt|pid|net|ipc|uts), ignore SIGTERM
-                      └─fork─> init (pid 1): build the root, pivot_root
-                                 └─fork─> workload: as above, exec
+                      └─fork─> init (pid 1): reaper
+                                 └─fork─> workload │ plan │ build the root, pivot_root,
+                                                           then as above, exec
     init forwards SIGTERM to the namespace, reaps everything, and when the workload ends
     reports its wait status to the holder and exits, which kills whatever is left in the
     namespace. The holder re-creates that status for the spawner. Both die with their
     parent (PR_SET_PDEATHSIG), so killing the holder kills the whole namespace.
 
-Errors before exec are written to ``errfd`` (close-on-exec), which the spawner reads until
-EOF to tell a started child from a failed one.
+Errors before the plan arrives are sent on the control socket; errors after it are written
+to the plan's error fd (close-on-exec), which the spawner reads until EOF to tell a
+started child from a failed one.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import json
 import os
 import resource
 import signal
@@ -129,35 +144,68 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
             deny_tcp=ll["deny_tcp"], scope=ll["scope"]))
     sc = plan.get("seccomp")
     if sc is not None:
-        seccomp_layer.apply(allow_network=sc["allow_network"])
+        # compiled once in the spawner (inherited through fork): only the load is left
+        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"])))
     os.execve(plan["argv"][0], plan["argv"], plan["env"])
 
 
-def run(plan: dict[str, Any], fds: list[int], errfd: int, spawner: int,
-        close: tuple[int, ...] = ()) -> None:
-    """Body of the spawner's forked child (``close``: the spawner's own fds). Never returns."""
+#: control message: JSON up to this size, plus up to this many fds
+MAX_PLAN = 1 << 20
+MAX_FDS = 64
+
+
+def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...] = ()
+            ) -> None:
+    """Body of the spawner's forked child (``close``: the spawner's own fds): phase 1, then
+    wait on ``ctl`` for the plan (phase 2). Never returns."""
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in close:
             os.close(fd)
-        high = fcntl.fcntl(errfd, fcntl.F_DUPFD_CLOEXEC, 512)
-        os.close(errfd)
-        errfd = high
-        stdio = (fds[0], fds[1])
-        passed = fds[3:]
-        os.close(fds[2])  # the status pipe is the spawner's
+        # everything else the spawner holds too: other children's stdout/status pipes
+        # (a warm entry lives long; a copy would keep the host from seeing their EOF)
+        os.closerange(3, ctl)
+        os.closerange(ctl + 1, 1 << 20)
         os.setsid()
         _die_with_parent(spawner)
-        for d in plan.get("cgroup_dirs", ()):
+        for d in warm.get("cgroup_dirs", ()):
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
                 fh.write(str(os.getpid()))
-        if plan["level"] != "isolated":
-            exec_workload(plan, stdio, passed)
-        _isolated(plan, stdio, passed, errfd)
+        if warm["level"] != "isolated":
+            _await_plan(ctl)
+        _isolated(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
-        _report(errfd, exc)
+        _report_ctl(ctl, exc)
         os._exit(127)
+
+
+def _await_plan(ctl: int) -> None:
+    """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns."""
+    sock = socket.socket(fileno=ctl)
+    msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
+    sock.close()
+    if not msg:
+        os._exit(0)  # discarded before use
+    req = json.loads(msg)
+    plan: dict[str, Any] = req["plan"]
+    errfd = fcntl.fcntl(fds[2], fcntl.F_DUPFD_CLOEXEC, 512)
+    os.close(fds[2])
+    try:
+        userns = fds[3] if req.get("userns") else None
+        passed = fds[4:] if req.get("userns") else fds[3:]
+        if plan["level"] == "isolated":
+            m = plan["mounts"]
+            mounts.build_root(mounts.MountPlan(
+                new_root=m["new_root"], read_paths=tuple(m["read"]),
+                write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
+                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns))
+        if userns is not None:
+            os.close(userns)
+        exec_workload(plan, (fds[0], fds[1]), passed)
+    except BaseException as exc:
+        _report(errfd, exc)
+    os._exit(127)
 
 
 def _report(errfd: int, exc: BaseException) -> None:
@@ -168,11 +216,16 @@ def _report(errfd: int, exc: BaseException) -> None:
         os.write(errfd, msg.encode()[:4000])
 
 
-def _isolated(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
-              errfd: int) -> None:
+def _report_ctl(ctl: int, exc: BaseException) -> None:
+    msg = f"{type(exc).__name__}: {exc}"
+    with contextlib.suppress(OSError):
+        os.write(ctl, json.dumps({"error": msg[:4000]}).encode())
+
+
+def _isolated(warm: dict[str, Any], ctl: int) -> None:
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-    if not plan["network"]:
-        flags |= CLONE_NEWNET
+    if not warm["network"]:
+        flags |= CLONE_NEWNET  # a fresh net namespace: only a down loopback
     unshare(flags)
     status_r, status_w = os.pipe()
     init = os.fork()
@@ -180,15 +233,14 @@ def _isolated(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
         try:
             os.close(status_r)
             _die_with_parent(None)
-            _namespace_init(plan, stdio, passed, errfd, status_w)
+            _namespace_init(ctl, status_w)
         except BaseException as exc:
-            _report(errfd, exc)
+            _report_ctl(ctl, exc)
         os._exit(127)
     # holder: keep nothing of the sandbox open, wait for init, re-create the status
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.close(status_w)
-    for fd in (*stdio, *passed, errfd):
-        os.close(fd)
+    os.close(ctl)
     _, st = os.waitpid(init, 0)
     data = os.read(status_r, 64)
     status = int(data) if data.strip() else st
@@ -201,17 +253,8 @@ def _isolated(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 127)
 
 
-def _namespace_init(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
-                    errfd: int, status_w: int) -> None:
+def _namespace_init(ctl: int, status_w: int) -> None:
     socket.sethostname("sandbox")
-    if plan["network"] is False:
-        pass  # a fresh net namespace: only a down loopback; nothing to reach
-    m = plan["mounts"]
-    mounts.build_root(mounts.MountPlan(
-        new_root=m["new_root"], read_paths=tuple(m["read"]), write_paths=tuple(m["write"]),
-        socket_dir=m["socket_dir"], tmp_mb=m["tmp_mb"], cwd=plan["cwd"],
-        userns_fd=m.get("userns_fd")))
-    forward = {"pid": 0}
 
     def on_term(signum: int, frame: Any) -> None:
         with contextlib.suppress(OSError):
@@ -220,11 +263,14 @@ def _namespace_init(plan: dict[str, Any], stdio: tuple[int, int], passed: list[i
     signal.signal(signal.SIGTERM, on_term)
     workload = os.fork()
     if workload == 0:
-        os.close(status_w)
-        exec_workload(plan, stdio, passed)
-    forward["pid"] = workload
-    for fd in (*stdio, *passed, errfd):
-        os.close(fd)
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.close(status_w)
+            _await_plan(ctl)
+        except BaseException as exc:
+            _report_ctl(ctl, exc)
+        os._exit(127)
+    os.close(ctl)
     while True:
         try:
             pid, st = os.waitpid(-1, 0)

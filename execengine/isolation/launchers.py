@@ -5,11 +5,20 @@ enters the sandbox (:mod:`.entry`). The host side prepares what needs host privi
 outlives the child: a uid slot, ACL grants so that uid can reach the interpreter, the
 staging/socket/working directories, a private tmp (``restricted``) and a cgroup.
 
+Fast path (see :mod:`.warm`): the slot, the cgroup and the spawner's phase-1 entry are
+prepared *before* the launch, on a background thread, so a launch only writes the limits,
+grants the execution's paths and sends the plan. Interpreter grants are made once per
+launcher (they expose only the interpreter, read-only) and revoked when it closes; the
+execution's own grants are revoked, its cgroup directories removed and its tmp deleted
+after the child is closed, off the result's path, and always before the launcher's
+``close()`` returns.
+
 Kill-all, strongest first: the execution's cgroup (``cgroup.kill``); at ``isolated`` the
 pid namespace (killing the holder kills its init, and with it every process in the
-namespace); at ``restricted`` as root, every process of the slot uid (``kill(-1)`` from a
-helper running as that uid). A non-root ``restricted`` host without cgroups falls back to
-the process group plus the descendants still attached to the main process.
+namespace); at ``restricted`` as root without cgroups, every process of the slot uid
+(``kill(-1)`` from a helper running as that uid). A non-root ``restricted`` host without
+cgroups falls back to the process group plus the descendants still attached to the main
+process. A slot whose processes could not be confirmed dead is never handed out again.
 """
 
 from __future__ import annotations
@@ -32,7 +41,8 @@ from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import Rlimits
 from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
-from execengine.launch.base import Child, Launcher, LaunchSpec
+from execengine.isolation.warm import Background, WarmEntry, WarmPool
+from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +117,7 @@ class SandboxChild(Child):
         self._grants = grants
         self._tmpdir = tmpdir
         self._closed = False
+        self._dead = False
         self._lock = threading.Lock()
 
     @property
@@ -176,11 +187,20 @@ class SandboxChild(Child):
         self._signal_all(signal.SIGTERM)
 
     def kill(self) -> None:
-        if self._group is not None:
-            self._group.kill(KILL_WAIT)
+        if self._dead:
+            return  # a confirmed kill-all: nothing of the execution can run any more
+        empty = self._group.kill(KILL_WAIT) if self._group is not None else None
         self._signal_all(signal.SIGKILL)
         if self.wait(KILL_WAIT) is None:
             log.warning("sandboxed child %d not reaped after SIGKILL", self.pid)
+            return
+        # confirmed: the cgroup is empty, or the pid namespace is gone with its holder,
+        # or every process of the slot uid was killed (restricted, no cgroup)
+        self._dead = bool(empty) or (empty is None and self._slot is not None)
+
+    @property
+    def cgroup_dirs(self) -> tuple[str, ...]:
+        return tuple(self._group.dirs) if self._group is not None else ()
 
     def close(self) -> None:
         if self._closed:
@@ -196,13 +216,18 @@ class SandboxChild(Child):
                 if self._status_fd is not None:
                     os.close(self._status_fd)
                     self._status_fd = None
-            if self._group is not None:
-                self._group.close()
-            self._launcher._grants.release(self._grants)
             if self._slot is not None:
-                self._slot.release()
-            if self._tmpdir is not None:
-                shutil.rmtree(self._tmpdir, ignore_errors=True)
+                if self._dead:
+                    self._slot.release()
+                else:  # something of it may still run as that uid: never reuse the slot
+                    log.warning("uid %d quarantined: its processes were not confirmed dead",
+                                self._slot.uid)
+                    self._launcher._quarantined.append(self._slot)
+            # the grants go now (the execution's paths must not stay open to the sandbox
+            # group); removing the empty cgroup and the private tmp can wait
+            self._launcher._grants.release(self._grants)
+            group, tmp = self._group, self._tmpdir
+            self._launcher._background.submit(lambda: self._launcher._teardown(group, tmp))
 
 
 class SandboxLauncher(Launcher):
@@ -211,7 +236,8 @@ class SandboxLauncher(Launcher):
     level = "restricted"
 
     def __init__(self, report: IsolationReport | None = None, *,
-                 use_cgroups: bool | None = None, uid_pool: UidPool | None = None) -> None:
+                 use_cgroups: bool | None = None, uid_pool: UidPool | None = None,
+                 warm: int = 1) -> None:
         self.report = report or detect()
         if not self.report.levels.get(self.level):
             from execengine.errors import IsolationError
@@ -222,13 +248,19 @@ class SandboxLauncher(Launcher):
         self.uid_pool = uid_pool or (UidPool() if self.root else None)
         self._grants = _Grants(self.uid_pool.gid if self.uid_pool else -1)
         if use_cgroups is None:
-            # restricted kills by slot uid and limits by rlimits; a cgroup would add a
-            # migration (an RCU grace period, 1-20 ms here) to every launch
-            use_cgroups = self.level == "isolated" or not self.root
+            # a cgroup migration costs an RCU grace period (1-20 ms here), but with warm
+            # entries it happens before the launch; the cgroup then gives restricted a
+            # memory limit for the whole tree and a kill-all without a helper fork
+            use_cgroups = True
         cg = self.report.has("cgroups") and use_cgroups
         self._cg_layout = cgroups.discover() if cg else None
         self.spawner = Spawner()
         self._swept: set[int] = set()
+        self._lasting: dict[str, list[str]] = {}  # interpreter path -> grants held
+        self._quarantined: list[UidSlot] = []
+        self._background = Background()
+        self._pool = WarmPool(self._make_warm, self._discard_warm, self._background, warm)
+        self._limits_seen = LaunchLimits()
         self._closed = False
 
     # -- plan -------------------------------------------------------------------------
@@ -296,6 +328,63 @@ class SandboxLauncher(Launcher):
             raise SandboxError(f"cannot grant the sandbox uid access to {socket_dir}: "
                                f"{exc}") from exc
 
+    # -- resources of one entry ---------------------------------------------------------
+    def _acquire(self, limits: LaunchLimits, name: str
+                 ) -> tuple[UidSlot | None, cgroups.ExecCgroup | None]:
+        slot = self.uid_pool.acquire() if self.uid_pool else None
+        try:
+            if slot is not None and slot.uid not in self._swept:
+                # leftovers of a host that crashed while using this slot
+                self.spawner.kill_uid(slot.uid, signal.SIGKILL)
+                self._swept.add(slot.uid)
+            group = None
+            if self._cg_layout is not None:
+                group = cgroups.ExecCgroup.create(
+                    self._cg_layout, f"{name}-{uuid.uuid4().hex[:8]}",
+                    memory_mb=limits.memory_mb, max_processes=limits.max_processes)
+        except BaseException:
+            if slot is not None:
+                slot.release()
+            raise
+        return slot, group
+
+    def _make_warm(self, network: bool) -> WarmEntry:
+        limits = self._limits_seen
+        slot, group = self._acquire(limits, "warm")
+        wid = uuid.uuid4().hex
+        try:
+            self.spawner.prepare(wid, {"level": self.level, "network": network,
+                                       "cgroup_dirs": list(group.dirs) if group else []})
+        except BaseException:
+            self._release(slot, group)
+            raise
+        return WarmEntry(wid, network, (slot, group))
+
+    def _discard_warm(self, entry: WarmEntry) -> None:
+        slot, group = entry.resources
+        with contextlib.suppress(SandboxError):
+            self.spawner.discard(entry.id)
+        self._release(slot, group)
+
+    def _release(self, slot: UidSlot | None, group: cgroups.ExecCgroup | None) -> None:
+        if group is not None:
+            group.close()  # kills what is in it, then removes it
+        if slot is not None:
+            slot.release()
+
+    def _teardown(self, group: cgroups.ExecCgroup | None, tmp: str | None) -> None:
+        """What a closed child leaves to do; runs on the background thread."""
+        if group is not None:
+            group.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _grant_interpreter(self, interp: list[str]) -> None:
+        """Interpreter paths: granted once, held until the launcher closes."""
+        for path in interp:
+            if path not in self._lasting:
+                self._lasting[path] = self._grants.add([(path, False)])
+
     # -- launch -----------------------------------------------------------------------
     def launch(self, spec: LaunchSpec) -> SandboxChild:
         if self._closed:
@@ -304,29 +393,30 @@ class SandboxLauncher(Launcher):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
         os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
-        slot = self.uid_pool.acquire() if self.uid_pool else None
+        network = bool(spec.limits.network) and self.level == "isolated"
+        self._limits_seen = spec.limits
+        warm = self._pool.take(network)
+        slot: UidSlot | None = None
         group: cgroups.ExecCgroup | None = None
         grants: list[str] = []
         tmp: str | None = None
         fds: list[int] = []
         try:
-            if slot is not None and slot.uid not in self._swept:
-                # leftovers of a host that crashed while using this slot
-                self.spawner.kill_uid(slot.uid, signal.SIGKILL)
-                self._swept.add(slot.uid)
-            if self._cg_layout is not None:
-                group = cgroups.ExecCgroup.create(
-                    self._cg_layout, f"{spec.run_token[:16]}-{uuid.uuid4().hex[:8]}",
-                    memory_mb=spec.limits.memory_mb, max_processes=spec.limits.max_processes)
+            if warm is not None:
+                slot, group = warm.resources
+                if group is not None:
+                    group.set_limits(spec.limits.memory_mb, spec.limits.max_processes)
+            else:
+                slot, group = self._acquire(spec.limits, spec.run_token[:16])
             if self.level == "isolated":
-                tmp = None
                 tmp_path = "/tmp"
             else:
                 tmp = tempfile.mkdtemp(prefix="execengine-tmp-")
                 tmp_path = tmp
             interp = _interpreter_paths(spec.argv[0])
             if slot is not None:
-                wanted = [(p, False) for p in (*interp, *spec.readable_paths, spec.cwd)]
+                self._grant_interpreter(interp)
+                wanted = [(p, False) for p in (*spec.readable_paths, spec.cwd)]
                 wanted += [(p, True) for p in spec.writable_paths]
                 if spec.socket_dir:
                     wanted.append((spec.socket_dir, True))
@@ -340,31 +430,40 @@ class SandboxLauncher(Launcher):
             err_r, err_w = os.pipe()
             st_r, st_w = os.pipe()
             fds = [out_r, out_w, err_r, err_w, st_r, st_w]
-            pid = self.spawner.spawn(plan, [out_w, err_w, st_w, *spec.pass_fds])
+            pid = self.spawner.spawn(plan, [out_w, err_w, st_w, *spec.pass_fds],
+                                     warm=warm.id if warm is not None else None)
         except BaseException:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            if group is not None:
-                group.close()
-            self._grants.release(grants)
             if slot is not None:
+                # whatever the entry got to start runs as the slot uid, in the cgroup
                 with contextlib.suppress(SandboxError):
                     self.spawner.kill_uid(slot.uid, signal.SIGKILL)
-                slot.release()
+            self._release(slot, group)
+            self._grants.release(grants)
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
         for fd in (out_w, err_w, st_w):
             os.close(fd)
+        self._pool.refill(network)
         return SandboxChild(self, pid, open(out_r, "rb"), open(err_r, "rb"), st_r,
                             slot=slot, group=group, grants=grants, tmpdir=tmp,
                             run_token=spec.run_token)
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self.spawner.close()
+        """Discard warm entries, finish deferred teardown, stop the spawner, revoke the
+        interpreter grants. Idempotent; children should be closed first."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pool.close()
+        self._background.close()
+        self.spawner.close()
+        for grants in self._lasting.values():
+            self._grants.release(grants)
+        self._lasting.clear()
 
     def __enter__(self) -> SandboxLauncher:
         return self

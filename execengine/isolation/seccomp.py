@@ -17,8 +17,12 @@ native extensions: an allow-list would break legitimate programs in ways we cann
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
+import os
 import socket
+import tempfile
 from typing import Any
 
 #: denied outright with EPERM: kernel attack surface and escape helpers
@@ -77,6 +81,40 @@ def build_filter(allow_network: bool = False) -> Any:
 def apply(allow_network: bool = False) -> None:
     """Build and load the filter into the calling thread (sets no-new-privileges)."""
     build_filter(allow_network).load()
+
+
+@functools.lru_cache(maxsize=2)
+def compiled(allow_network: bool = False) -> bytes:
+    """The filter as raw BPF (``struct sock_filter`` array), built once per process.
+
+    The spawner compiles both variants at start-up; a sandboxed child then only loads the
+    bytes (:func:`load_bpf`, about 0.05 ms) instead of building the filter through
+    libseccomp between fork and exec (about 1 ms there, on every launch)."""
+    with tempfile.TemporaryFile() as fh:
+        build_filter(allow_network).export_bpf(fh)
+        fh.seek(0)
+        return fh.read()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def load_bpf(program: bytes) -> None:
+    """Install a program from :func:`compiled` on the calling thread. The caller must
+    have set no-new-privileges (or hold CAP_SYS_ADMIN)."""
+    if not program or len(program) % 8:
+        raise OSError(errno.EINVAL, "seccomp: empty or malformed BPF program")
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp: {os.strerror(err)}")
 
 
 def _bits(mask: int) -> list[int]:

@@ -79,11 +79,27 @@ class Spawner:
             reply: dict[str, Any] = json.loads(data)
             return reply
 
-    def spawn(self, plan: dict[str, Any], fds: Sequence[int]) -> int:
-        reply = self.request({"op": "spawn", "plan": plan}, fds)
+    def spawn(self, plan: dict[str, Any], fds: Sequence[int], warm: str | None = None) -> int:
+        """Start ``plan``, through the warm entry ``warm`` when given (a cold one when that
+        entry is gone); the child's pid once it has exec'd."""
+        reply = self.request({"op": "spawn", "plan": plan, "warm": warm}, fds)
         if not reply.get("ok"):
             raise SandboxError(f"cannot start the sandboxed child: {reply.get('error')}")
         return int(reply["pid"])
+
+    def prepare(self, wid: str, warm: dict[str, Any]) -> int:
+        """Start a warm entry (see :mod:`._spawnserver`); returns at once."""
+        reply = self.request({"op": "prepare", "id": wid, "warm": warm})
+        if not reply.get("ok"):
+            raise SandboxError(f"cannot prepare a sandbox entry: {reply.get('error')}")
+        return int(reply["pid"])
+
+    def discard(self, wid: str) -> None:
+        """Kill an unused warm entry (a no-op when it is gone or the spawner is not running)."""
+        with self._lock:
+            if self._sock is None:
+                return
+        self.request({"op": "discard", "id": wid})
 
     def kill_uid(self, uid: int, sig: int) -> None:
         self.request({"op": "kill_uid", "uid": uid, "sig": sig})

@@ -53,13 +53,13 @@ class UidPool:
         self.gid = gid
         self.size = size
         self._lock = threading.Lock()
-        self._next = 0
 
     def acquire(self) -> UidSlot:
         os.makedirs(self.slot_dir, mode=0o700, exist_ok=True)
         with self._lock:
-            for i in range(self.size):
-                slot = (self._next + i) % self.size
+            # lowest free slot first: a slot is swept once per launcher on first use
+            # (leftovers of a crashed host), so reusing few slots keeps that off launches
+            for slot in range(self.size):
                 path = os.path.join(self.slot_dir, f"{slot}.lock")
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
                 try:
@@ -67,6 +67,5 @@ class UidPool:
                 except BlockingIOError:
                     os.close(fd)
                     continue
-                self._next = slot + 1
                 return UidSlot(slot, self.base_uid + slot, self.gid, fd)
         raise OSError("no free sandbox uid slot")

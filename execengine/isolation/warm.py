@@ -1,0 +1,156 @@
+"""Work kept off a launch's critical path: warm sandbox entries, and deferred teardown.
+
+Why: most of what entering a sandbox costs does not depend on the script. Creating a
+cgroup and moving a process into it (the migration waits for an RCU grace period: 1-20 ms
+on the hosts we measured), three forks of a Python process (about 1 ms each), the
+namespaces, a uid slot and its first-use sweep — all of that can be done while the previous
+script runs. A :class:`WarmPool` keeps ``size`` such entries ready; a launch takes one and
+only sends the plan (:mod:`._spawnserver`). An empty pool or a mismatch (the network flag
+decides the namespaces) means a cold entry, prepared and used at once: same code, same
+guarantees, just slower.
+
+Likewise, removing an execution's (already empty) cgroup directories, revoking its ACL
+grants and deleting its private tmp do not have to delay the result: :class:`Background`
+runs them on one worker thread. It is bounded (each job is) and leak-free: ``close()``
+runs every queued job before returning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class Background:
+    """One worker thread for deferred jobs; jobs run inline once it is closed."""
+
+    def __init__(self, name: str = "execengine-sandbox") -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def submit(self, job: Callable[[], Any]) -> None:
+        with self._lock:
+            if not self._closed:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+                self._pool.submit(_logged, job)
+                return
+        _logged(job)
+
+    def close(self) -> None:
+        """Run what is queued, then stop the thread (idempotent)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _logged(job: Callable[[], Any]) -> None:
+    try:
+        job()
+    except Exception:  # a background job has nobody to raise to
+        log.warning("sandbox background job failed", exc_info=True)
+
+
+@dataclass
+class WarmEntry:
+    """A prepared entry: the spawner-side id plus what the host made for it."""
+
+    id: str
+    key: Any  # what must match the launch (e.g. the network flag)
+    resources: Any  # slot, cgroup: released by ``discard`` when the entry is not used
+
+
+class WarmPool:
+    """Keeps up to ``size`` warm entries (thread-safe).
+
+    ``make(key)`` prepares one (it runs on the background thread); ``discard(entry)`` kills
+    an unused one and frees its resources.
+    """
+
+    def __init__(self, make: Callable[[Any], WarmEntry], discard: Callable[[WarmEntry], None],
+                 background: Background, size: int = 1) -> None:
+        self._make = make
+        self._discard = discard
+        self._bg = background
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: list[WarmEntry] = []
+        self._pending = 0
+        self._closed = False
+        #: consecutive failures to prepare; after a few the pool stops trying
+        self._failures = 0
+
+    def take(self, key: Any) -> WarmEntry | None:
+        """A warm entry for ``key``, or None (the caller starts a cold one). Entries for
+        another key are discarded: the next ones are made for the key last asked for."""
+        stale: list[WarmEntry] = []
+        found = None
+        with self._lock:
+            keep = []
+            for entry in self._entries:
+                if entry.key != key:
+                    stale.append(entry)
+                elif found is None:
+                    found = entry
+                else:
+                    keep.append(entry)
+            self._entries = keep
+        for entry in stale:
+            self._bg.submit(functools.partial(self._discard, entry))
+        return found
+
+    def refill(self, key: Any) -> None:
+        """Ask the background thread to top the pool up with entries for ``key``."""
+        with self._lock:
+            want = self.size - len(self._entries) - self._pending
+            if self._closed or want <= 0 or self._failures >= 3:
+                return
+            self._pending += want
+        for _ in range(want):
+            self._bg.submit(functools.partial(self._fill, key))
+
+    def _fill(self, key: Any) -> None:
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+            entry = self._make(key)
+        except Exception:
+            with self._lock:
+                self._failures += 1
+            log.debug("cannot prepare a warm sandbox entry", exc_info=True)
+            return
+        finally:
+            with self._lock:
+                self._pending -= 1
+        with self._lock:
+            self._failures = 0
+            if not self._closed:
+                self._entries.append(entry)
+                return
+        self._discard(entry)
+
+    def close(self) -> None:
+        """Discard every unused entry (idempotent; the caller closes the background)."""
+        with self._lock:
+            self._closed = True
+            entries, self._entries = self._entries, []
+        for entry in entries:
+            with contextlib.suppress(Exception):
+                self._discard(entry)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
