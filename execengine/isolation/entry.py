@@ -60,6 +60,10 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
+#: machine-wide /proc files a script may read without a pid namespace: what os, psutil
+#: and multiprocessing read about the machine (not /proc/loadavg: it names the last pid)
+PROC_FILES = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/uptime")
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -139,8 +143,14 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     ll = plan.get("landlock")
     if ll is not None:
+        read = list(ll["read"])
+        if ll.get("proc_self"):
+            # our own /proc/<pid> (what /proc/self and /proc/thread-self resolve to; the
+            # pid survives exec): a rule on that directory opens no other process's.
+            # Descendants get no such rule: their /proc/self stays denied.
+            read += [f"/proc/{os.getpid()}", *PROC_FILES]
         landlock.restrict_self(landlock.LandlockPolicy(
-            read_paths=tuple(ll["read"]), write_paths=tuple(ll["write"]),
+            read_paths=tuple(read), write_paths=tuple(ll["write"]),
             deny_tcp=ll["deny_tcp"], scope=ll["scope"]))
     sc = plan.get("seccomp")
     if sc is not None:

@@ -294,7 +294,7 @@ class SandboxLauncher(Launcher):
             "gid": slot.gid if slot else None,
             "rlimits": Rlimits.from_limits(limits, nproc=slot is not None).pairs(),
             "landlock": {"read": read, "write": write, "deny_tcp": not network,
-                         "scope": True},
+                         "scope": True, "proc_self": self.level != "isolated"},
             "seccomp": {"allow_network": network},
             "cgroup_dirs": list(group.dirs) if group else [],
             "network": network,

@@ -103,11 +103,15 @@ def test_no_writes_or_reads_outside_allowed_paths(level, run_attack, tmp_path):
     assert res["workdir"] == "ok"  # the working directory stays writable
     leaked_write = (canary / "pwned").exists()
     leaked_read = res["read"] == secret.read_text()
+    via_write = (canary / "pwned2").exists()
+    via_read = res["read_via_proc"] == secret.read_text()
     if level == "none":
-        assert leaked_write and leaked_read
+        assert leaked_write and leaked_read and via_write and via_read
     else:
         assert not leaked_write, res
         assert not leaked_read, res
+        assert not via_write, res
+        assert not via_read, res
 
 
 @pytest.fixture

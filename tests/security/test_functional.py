@@ -116,3 +116,80 @@ def test_timeout_kills_everything(level, engines, tmp_path):
         mode="project", cwd=str(tmp_path), timeout=1.5)
     assert result.status == "timeout"
     assert "started" in result.output
+
+
+#: what each feature runs, and what it must print
+FEATURES = {
+    "multiprocessing_pool": (
+        "import multiprocessing as mp\n"
+        "with mp.get_context('fork').Pool(2) as pool:\n"
+        "    print(sum(pool.map(abs, [-1, -2, 3])))\n", "6"),
+    "multiprocessing_queue": (
+        "import multiprocessing as mp\n"
+        "ctx = mp.get_context('fork')\nq = ctx.Queue()\n"
+        "p = ctx.Process(target=q.put, args=(42,))\np.start()\nprint(q.get(timeout=10))\n"
+        "p.join()\n", "42"),
+    "cpu_count": ("import os\nn = os.cpu_count()\nprint(isinstance(n, int) and n >= 1)\n",
+                  "True"),
+    "proc_self_status": (
+        "import os\nwith open('/proc/self/status') as fh:\n"
+        "    pid = [l.split()[1] for l in fh if l.startswith('Pid:')][0]\n"
+        "print(pid == str(os.getpid()))\n", "True"),
+    "tempfile": (
+        "import tempfile\nwith tempfile.NamedTemporaryFile('w+') as fh:\n"
+        "    fh.write('x'); fh.flush(); fh.seek(0); print(fh.read())\n", "x"),
+    "literal_tmp": (
+        "path = '/tmp/literal-%d.txt' % __import__('os').getpid()\n"
+        "with open(path, 'w') as fh:\n    fh.write('y')\n"
+        "print(open(path).read())\n__import__('os').remove(path)\n", "y"),
+    "subprocess_sh": (
+        "import subprocess\n"
+        "print(subprocess.run(['/bin/sh', '-c', 'echo $((1 + 2))'], capture_output=True,\n"
+        "                     text=True, check=True).stdout.strip())\n", "3"),
+    "asyncio_subprocess": (
+        "import asyncio\nasync def main():\n"
+        "    p = await asyncio.create_subprocess_exec('/bin/sh', '-c', 'echo ok',\n"
+        "                                             stdout=asyncio.subprocess.PIPE)\n"
+        "    out, _ = await p.communicate()\n    return out.decode().strip()\n"
+        "print(asyncio.run(main()))\n", "ok"),
+}
+
+#: what a level cannot offer, and why (the README's security table says the same)
+UNSUPPORTED = {
+    "restricted": {
+        "multiprocessing_pool": "no private /dev/shm without a mount namespace, and the "
+                                "host's is shared: multiprocessing's semaphores need it",
+        "multiprocessing_queue": "no private /dev/shm without a mount namespace, and the "
+                                 "host's is shared: multiprocessing's semaphores need it",
+        "literal_tmp": "the host's /tmp is shared: restricted gives a private tmp through "
+                       "TMPDIR (the tempfile module), not at the literal /tmp",
+    },
+}
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+@pytest.mark.parametrize("level", LEVEL)
+def test_common_script_features(level, feature, engines, tmp_path):
+    reason = UNSUPPORTED.get(level, {}).get(feature)
+    code, expected = FEATURES[feature]
+    result = engines(level).execute(code, mode="project", cwd=str(tmp_path))
+    if reason:
+        # documented, and still true: if this starts to work, update the table
+        assert result.status == "error", result.output
+        pytest.skip(f"unsupported at {level}: {reason}")
+    assert result.status == "success", (result.error, result.stderr)
+    assert result.output.strip() == expected
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_own_proc_entry_is_not_a_window_on_others(level, engines, tmp_path):
+    """/proc/self is readable; a sibling's /proc entry is not, except where a pid
+    namespace makes every visible process part of the same execution."""
+    code = ("import os, subprocess, sys\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+            "try:\n    open(f'/proc/{p.pid}/status').read(); print('readable')\n"
+            "except OSError:\n    print('denied')\n"
+            "p.kill(); p.wait()\n")
+    result = engines(level).execute(code, mode="project", cwd=str(tmp_path))
+    assert result.status == "success", (result.error, result.stderr)
+    assert result.output.strip() == ("denied" if level == "restricted" else "readable")

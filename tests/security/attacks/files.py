@@ -17,6 +17,19 @@ try:
         res["read"] = fh.read()
 except OSError as e:
     res["read"] = f"{type(e).__name__}: {e}"
+# the same through our own /proc entry (readable at every level): /proc/self/root is a
+# magic link to "/", and the checks must apply to where it leads
+via = "/proc/self/root" + args["secret_file"]
+try:
+    with open(via) as fh:
+        res["read_via_proc"] = fh.read()
+except OSError as e:
+    res["read_via_proc"] = f"{type(e).__name__}: {e}"
+try:
+    with open("/proc/self/root" + os.path.join(args["canary_dir"], "pwned2"), "w") as fh:
+        fh.write("leak")
+except OSError as e:
+    res["write_via_proc"] = f"{type(e).__name__}: {e}"
 with open("in-workdir.txt", "w") as fh:
     fh.write("ok")
 with open("in-workdir.txt") as fh:
