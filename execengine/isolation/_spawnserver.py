@@ -220,12 +220,14 @@ class Server:
             return self.userns[key]
         ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
         hold_r, hold_w = os.pipe2(os.O_CLOEXEC)
+        me = os.getpid()
         pid = os.fork()
         if pid == 0:
             try:
                 signal.set_wakeup_fd(-1)
                 os.close(hold_w)
                 os.close(ready_r)
+                entry._die_with_parent(me)  # never outlive us
                 entry.unshare(0x10000000)  # CLONE_NEWUSER
                 os.write(ready_w, b"x")
                 os.read(hold_r, 1)  # until the parent has what it needs

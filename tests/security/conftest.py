@@ -59,7 +59,32 @@ def launchers():
 
     yield get
     for launcher in made.values():
+        pool = getattr(launcher, "_pool", None)
+        entries = list(pool._entries) if pool is not None else []
+        warm_dirs = [d for e in entries if e.resources[1] for d in e.resources[1].dirs]
+        spawner_pid = getattr(getattr(launcher, "spawner", None), "pid", None)
         launcher.close()
+        check_launcher_closed(launcher, spawner_pid, warm_dirs)
+
+
+def check_launcher_closed(launcher: Launcher, spawner_pid: int | None,
+                          warm_dirs: list[str]) -> None:
+    """After close: no spawner, no warm entry's cgroup, no grant held by the launcher."""
+    if spawner_pid is not None:
+        assert wait_until(lambda: not os.path.exists(f"/proc/{spawner_pid}")
+                          or _zombie(spawner_pid), 3.0), f"spawner {spawner_pid} survives"
+    assert not [d for d in warm_dirs if os.path.exists(d)], warm_dirs
+    grants = getattr(launcher, "_grants", None)
+    if grants is not None:
+        assert not grants._count, grants._count
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 @pytest.fixture(autouse=True)
@@ -182,3 +207,6 @@ def check_no_leaks(children: list[Child], tokens: list[str]) -> None:
     if uids:
         assert wait_until(lambda: not _uid_processes(uids), 3.0), _uid_processes(uids)
     assert wait_until(lambda: not _cgroups_of(tokens), 3.0), _cgroups_of(tokens)
+    # groups prepared ahead (warm entries) are not named after the token: check each
+    dirs = [d for c in children for d in getattr(c, "cgroup_dirs", ())]
+    assert wait_until(lambda: not any(os.path.exists(d) for d in dirs), 3.0), dirs
