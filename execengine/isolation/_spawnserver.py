@@ -200,11 +200,20 @@ class Server:
             chunks.append(data)
         os.close(err_r)
         ctl.setblocking(False)
-        with contextlib.suppress(OSError):  # phase 1 failed after the plan was sent
-            note = ctl.recv(MAX_MSG)
-            if note:
-                chunks.append(json.loads(note).get("error", "").encode())
+        received = False
+        with contextlib.suppress(OSError, ValueError):
+            while note := ctl.recv(MAX_MSG):
+                reply = json.loads(note)
+                received = received or bool(reply.get("received"))
+                if reply.get("error"):  # phase 1 failed
+                    chunks.append(str(reply["error"]).encode())
         ctl.close()
+        if not received and not chunks:
+            # it died before taking the plan (killed while waiting): nothing of the plan
+            # ran, the caller starts a cold entry
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            return None
         self.children[pid] = fds[2]
         if chunks:
             with contextlib.suppress(OSError):

@@ -194,9 +194,11 @@ def _await_plan(ctl: int) -> None:
     """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
-    sock.close()
     if not msg:
         os._exit(0)  # discarded before use
+    with contextlib.suppress(OSError):  # tells a started entry from one that died waiting
+        sock.send(b'{"received": true}')
+    sock.close()
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
     errfd = fcntl.fcntl(fds[2], fcntl.F_DUPFD_CLOEXEC, 512)
