@@ -121,6 +121,7 @@ def main() -> None:
         echo = raw_echo(args.calls)
         rt = tool_round_trip(engine, args.calls)
         conc = concurrent_calls(engine)
+    print(f"isolation level: {engine.launcher.level} (code_execution.isolation=auto)")
     print(f"print('hi') end to end     {hi * 1000:7.1f} ms   "
           f"bare python -I -S spawn {bare * 1000:6.1f} ms   ratio {hi / bare:5.2f}x")
     print(f"no-op tool round trip      {rt * 1e6:7.1f} us   "
