@@ -16,12 +16,25 @@ def leakcheck():
     """No child processes, staging or socket directories, or fds left behind."""
     me = psutil.Process()
     fds = me.num_fds()
+    # processes other test modules keep for the session (an engine's spawner) are not ours
+    existing = {p.pid for p in me.children(recursive=True)}
+
+    def new_children() -> list[psutil.Process]:
+        found = []
+        for p in me.children(recursive=True):
+            try:
+                if p.pid not in existing and p.status() != "zombie":
+                    found.append(p)
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
     recorders: list[Recorder] = []
     yield recorders
     deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and (me.children(recursive=True) or me.num_fds() > fds):
+    while time.monotonic() < deadline and (new_children() or me.num_fds() > fds):
         time.sleep(0.02)
-    assert [p for p in me.children(recursive=True) if p.status() != "zombie"] == []
+    assert new_children() == []
     left = [d for r in recorders for d in r.dirs if d and os.path.exists(d)]
     assert left == []
     assert me.num_fds() <= fds
