@@ -70,9 +70,36 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         f"stderr kept to {ce.max_stderr_bytes:,} bytes.",
         f"Runs in {MODE_TEXT[mode]}, with a scrubbed environment (no secrets).",
     ]
+    sandbox = _sandbox_text(registry)
+    if sandbox:
+        lines.append(sandbox)
     if "terminal" in names:
         lines.append("terminal() from a script is foreground only.")
     return "\n".join(lines)
+
+
+SANDBOX_TEXT = {
+    "isolated": "The script is sandboxed: it cannot see host processes, and only its working "
+    "directory and /tmp are writable.",
+    "restricted": "The script is sandboxed: no network sockets, and only its working "
+    "directory and a private temporary directory are writable.",
+}
+
+
+def _sandbox_text(registry: ToolRegistry) -> str:
+    """What the isolation level means for a script (the host probe is cached)."""
+    from execengine.errors import IsolationError
+    from execengine.isolation import choose_level, detect
+
+    ce = registry.config.code_execution
+    try:
+        level = choose_level(ce.isolation, ce.min_isolation, detect())
+    except IsolationError:
+        return ""
+    text = SANDBOX_TEXT.get(level, "")
+    if level == "isolated":
+        text += " Network access is " + ("on." if ce.network else "off.")
+    return text
 
 
 def patch_schema(schema: dict[str, Any], dctx: DefinitionContext) -> dict[str, Any] | None:

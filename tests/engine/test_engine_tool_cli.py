@@ -86,3 +86,22 @@ def test_cli_run(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.py")]) == 2
     assert "cannot read script" in capsys.readouterr().err
     assert main(["run", "--toolsets", "nope", "-c", "pass"]) == 2
+
+
+def test_description_says_what_the_isolation_level_means():
+    import pytest
+
+    from execengine.config import Config
+    from execengine.isolation import detect
+    from execengine.tools.code_execution_tool import describe
+
+    def text_for(**overrides):
+        cfg = Config().with_overrides({f"code_execution.{k}": v for k, v in overrides.items()})
+        with ToolRegistry.with_builtins(cfg, plugins=False) as reg:
+            return describe(reg, ["read_file"])
+
+    assert "sandboxed" not in text_for(isolation="none")
+    if not detect().levels.get("isolated"):
+        pytest.skip("level isolated is not available here")
+    assert "Network access is off." in text_for(isolation="isolated")
+    assert "Network access is on." in text_for(isolation="isolated", network=True)
