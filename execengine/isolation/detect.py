@@ -160,7 +160,8 @@ def probe_rlimits() -> Layer:
         import resource  # noqa: F401
     except ImportError:
         return Layer("rlimits", False, "no resource module")
-    nproc = "NPROC per sandbox uid" if os.geteuid() == 0 else "NPROC counts the host uid"
+    nproc = ("NPROC per sandbox uid" if os.geteuid() == 0
+             else "NPROC relative to the host uid's tasks")
     return Layer("rlimits", True, f"DATA, CPU, FSIZE, NOFILE, CORE; {nproc}")
 
 

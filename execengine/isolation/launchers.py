@@ -38,7 +38,7 @@ from typing import IO, Any
 from execengine.errors import SandboxError
 from execengine.isolation import acl, cgroups, mounts
 from execengine.isolation.detect import IsolationReport, detect
-from execengine.isolation.rlimits import Rlimits
+from execengine.isolation.rlimits import Rlimits, tasks_of_uid
 from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
@@ -292,7 +292,7 @@ class SandboxLauncher(Launcher):
             "cwd": spec.cwd,
             "uid": slot.uid if slot else None,
             "gid": slot.gid if slot else None,
-            "rlimits": Rlimits.from_limits(limits, nproc=slot is not None).pairs(),
+            "rlimits": Rlimits.from_limits(limits, nproc=self._nproc(slot, limits)).pairs(),
             "landlock": {"read": read, "write": write, "deny_tcp": not network,
                          "scope": True, "proc_self": self.level != "isolated"},
             "seccomp": {"allow_network": network},
@@ -314,6 +314,16 @@ class SandboxLauncher(Launcher):
                 st = os.stat(spec.cwd)
                 plan["idmap"] = [st.st_uid, st.st_gid]
         return plan
+
+    @staticmethod
+    def _nproc(slot: UidSlot | None, limits: LaunchLimits) -> int | None:
+        """RLIMIT_NPROC: exact with a slot uid; relative to the host uid's tasks without one
+        (see :mod:`.rlimits`); root without a slot would ignore it anyway."""
+        if slot is not None:
+            return limits.max_processes
+        if os.geteuid() == 0:
+            return None
+        return tasks_of_uid(os.getuid()) + limits.max_processes
 
     @staticmethod
     def _grant_sockets(socket_dir: str, gid: int) -> None:

@@ -6,12 +6,18 @@ that reserve large virtual ranges (thread stacks, arenas, JITs) keep working whi
 bomb still fails with ``MemoryError``. The cgroup memory limit (level ``isolated``) caps
 the whole tree; rlimits are per process.
 
-``RLIMIT_NPROC`` counts the tasks of the *real uid* system-wide and is ignored for uid 0, so
-it is only applied after the drop to a per-sandbox uid (see :mod:`.uids`).
+``RLIMIT_NPROC`` counts the tasks of the *real uid* system-wide and is ignored for uid 0.
+As root it is applied after the drop to a per-sandbox uid (see :mod:`.uids`), so it is
+exactly ``max_processes``. A host that is not root has no uid to drop to: the script shares
+the host's uid, so its limit is the tasks that uid runs at launch plus ``max_processes``
+(:func:`tasks_of_uid`). The kernel checks the limit of the *forking* process only, so the
+host's own processes are never refused; the sandbox's allowance moves with the host's
+activity, which is as close as an rlimit can get without a uid of its own.
 """
 
 from __future__ import annotations
 
+import os
 import resource
 from dataclasses import dataclass
 
@@ -31,12 +37,13 @@ class Rlimits:
     nofile: int = NOFILE
 
     @classmethod
-    def from_limits(cls, limits: LaunchLimits, *, nproc: bool) -> Rlimits:
+    def from_limits(cls, limits: LaunchLimits, *, nproc: int | None) -> Rlimits:
+        """``nproc``: the RLIMIT_NPROC value (see the module docstring), None for none."""
         return cls(
             data_bytes=limits.memory_mb * MIB if limits.memory_mb else None,
             cpu_seconds=limits.cpu_seconds,
             fsize_bytes=limits.max_file_mb * MIB if limits.max_file_mb else None,
-            nproc=limits.max_processes if nproc else None,
+            nproc=nproc,
         )
 
     def pairs(self) -> list[tuple[int, int, int]]:
@@ -63,3 +70,25 @@ class Rlimits:
                 hard = min(hard, cur_hard)
                 soft = min(soft, hard)
             resource.setrlimit(res, (soft, hard))
+
+
+def tasks_of_uid(uid: int) -> int:
+    """Tasks (threads included, as RLIMIT_NPROC counts them) whose real uid is ``uid``."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        real_uid = threads = None
+        for line in status.split(b"\n"):
+            if line.startswith(b"Uid:"):
+                real_uid = int(line.split()[1])
+            elif line.startswith(b"Threads:"):
+                threads = int(line.split()[1])
+        if real_uid == uid and threads:
+            count += threads
+    return count

@@ -79,9 +79,29 @@ def test_seccomp_allows_unix_sockets_only_and_denies_namespaces():
 
 
 @linux
+def test_tasks_of_uid_counts_threads_of_that_uid():
+    import threading
+
+    from execengine.isolation.rlimits import tasks_of_uid
+
+    before = tasks_of_uid(os.getuid())
+    release = threading.Event()
+    threads = [threading.Thread(target=release.wait) for _ in range(5)]
+    for t in threads:
+        t.start()
+    try:
+        assert tasks_of_uid(os.getuid()) >= before + 5
+    finally:
+        release.set()
+        for t in threads:
+            t.join()
+    assert tasks_of_uid(2_000_000_123) == 0
+
+
+@linux
 def test_rlimits_pairs_and_apply():
     lim = Rlimits.from_limits(LaunchLimits(memory_mb=64, cpu_seconds=3, max_file_mb=2,
-                                           max_processes=10), nproc=True)
+                                           max_processes=10), nproc=10)
     import resource
 
     pairs = {res: (soft, hard) for res, soft, hard in lim.pairs()}
@@ -90,11 +110,11 @@ def test_rlimits_pairs_and_apply():
     assert pairs[resource.RLIMIT_NPROC] == (10, 10)
     assert pairs[resource.RLIMIT_CORE] == (0, 0)
     assert resource.RLIMIT_NPROC not in {r for r, _, _ in Rlimits.from_limits(
-        LaunchLimits(), nproc=False).pairs()}
+        LaunchLimits(), nproc=None).pairs()}
     r = run_py("""
         from execengine.isolation.rlimits import Rlimits
         from execengine.launch.base import LaunchLimits
-        Rlimits.from_limits(LaunchLimits(memory_mb=64), nproc=False).apply()
+        Rlimits.from_limits(LaunchLimits(memory_mb=64), nproc=None).apply()
         try:
             b = bytearray(200 << 20); print("LEAK")
         except MemoryError:
