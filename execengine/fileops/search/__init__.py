@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from execengine.fileops.calls import int_arg
 from execengine.fileops.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.fileops.search.base import Backend
@@ -43,10 +44,10 @@ def search(scope: Scope, args: dict[str, Any], *, backend: str = "auto",
         args.get("pattern"), root,
         target=args.get("target") or "content",
         file_glob=args.get("file_glob"),
-        limit=_int(args, "limit", 50, 1),
-        offset=_int(args, "offset", 0, 0),
+        limit=int_arg(args, "limit", 50, minimum=1),
+        offset=int_arg(args, "offset", 0),
         output_mode=args.get("output_mode") or "content",
-        context=_int(args, "context", 0, 0),
+        context=int_arg(args, "context", 0),
     )
     engine = pick_backend(backend)
     result = _run(engine, query, scope, max_hits)
@@ -64,17 +65,6 @@ def _run(engine: Backend, query: Query, scope: Scope, max_hits: int) -> dict[str
         engine = PythonBackend()
         hits = engine.grep(query, max_hits)
     return grep_result(query, hits, scope.guard, scope.show, len(hits) >= max_hits)
-
-
-def _int(args: dict[str, Any], name: str, default: int, minimum: int) -> int:
-    value = args.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FileOpError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise FileOpError(f"{name} must be at least {minimum}, got {value}")
-    return value
 
 
 __all__ = ["BACKENDS", "pick_backend", "search"]
