@@ -67,6 +67,9 @@ class Server:
         self.warm: dict[str, tuple[int, socket.socket]] = {}
         #: warm entries reaped before use
         self.dead: set[int] = set()
+        #: control sockets of running ``isolated`` entries, whose init reports the exit
+        #: status there: fd -> (pid, socket)
+        self.notes: dict[int, tuple[int, socket.socket]] = {}
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -75,9 +78,13 @@ class Server:
         _send(self.sock, {"ready": True, "pid": os.getpid()})
         while True:
             try:
-                ready, _, _ = select.select([self.sock.fileno(), self.wake_r], [], [])
+                ready, _, _ = select.select([self.sock.fileno(), self.wake_r, *self.notes],
+                                            [], [])
             except InterruptedError:
                 continue
+            for fd in ready:
+                if fd in self.notes:
+                    self.read_note(fd)
             if self.wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 4096)
@@ -201,13 +208,18 @@ class Server:
         os.close(err_r)
         ctl.setblocking(False)
         received = False
+        exited: int | None = None
         with contextlib.suppress(OSError, ValueError):
             while note := ctl.recv(MAX_MSG):
                 reply = json.loads(note)
                 received = received or bool(reply.get("received"))
                 if reply.get("error"):  # phase 1 failed
                     chunks.append(str(reply["error"]).encode())
-        ctl.close()
+                if reply.get("empty"):  # a fast script: already over
+                    exited = int(reply["exited"])
+        keep = plan.get("level") == "isolated" and received and not chunks
+        if not keep or exited is not None:
+            ctl.close()
         if not received and not chunks:
             # it died before taking the plan (killed while waiting): nothing of the plan
             # ran, the caller starts a cold entry
@@ -215,6 +227,10 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
             return None
         self.children[pid] = fds[2]
+        if exited is not None:
+            self.report(pid, exited)
+        elif keep:
+            self.notes[ctl.fileno()] = (pid, ctl)
         if chunks:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -276,6 +292,34 @@ class Server:
         os.waitpid(pid, 0)
         return {"ok": True}
 
+    def read_note(self, fd: int) -> None:
+        """A note from an ``isolated`` entry's init: the workload's status, sent once the
+        namespace is empty (see :func:`.entry._reap_until_empty`), so the host learns it
+        before the namespaces' teardown. EOF without it: the holder's reap reports."""
+        pid, ctl = self.notes[fd]
+        try:
+            note = json.loads(ctl.recv(MAX_MSG) or b"{}")
+        except BlockingIOError:
+            return  # nothing yet
+        except (OSError, ValueError):
+            note = {}
+        if isinstance(note, dict) and note.get("empty") and isinstance(note.get("exited"),
+                                                                         int):
+            self.report(pid, note["exited"])
+        elif note:
+            return  # some other note: keep listening
+        del self.notes[fd]
+        ctl.close()
+
+    def report(self, pid: int, status: int) -> None:
+        """Write a status confirmed by the namespace's init, with ``empty``: nothing of the
+        execution runs any more (the host need not wait for the kill-all)."""
+        fd = self.children.pop(pid, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(fd, f"{status} empty".encode())
+            os.close(fd)
+
     def reap(self) -> None:
         while True:
             try:
@@ -284,6 +328,9 @@ class Server:
                 return
             if pid == 0:
                 return
+            for nfd, (npid, _) in list(self.notes.items()):
+                if npid == pid:  # its init's note, if any, is already queued: it wins
+                    self.read_note(nfd)
             fd = self.children.pop(pid, None)
             if fd is None and any(pid == p for p, _ in self.warm.values()):
                 self.dead.add(pid)
@@ -293,6 +340,9 @@ class Server:
                 os.close(fd)
 
     def shutdown(self) -> None:
+        for _, ctl in self.notes.values():
+            ctl.close()
+        self.notes.clear()
         for wid in list(self.warm):
             self.discard(wid)
         for pid in list(self.children):

@@ -118,6 +118,7 @@ class SandboxChild(Child):
         self._tmpdir = tmpdir
         self._closed = False
         self._dead = False
+        self._empty = False
         self._lock = threading.Lock()
 
     @property
@@ -142,9 +143,12 @@ class SandboxChild(Child):
                     continue
                 os.close(self._status_fd)
                 self._status_fd = None
-                text = self._status_buf.decode().strip()
-                self.returncode = (os.waitstatus_to_exitcode(int(text)) if text
+                words = self._status_buf.decode().split()
+                self.returncode = (os.waitstatus_to_exitcode(int(words[0])) if words
                                    else -signal.SIGKILL)
+                # "<status> empty": the namespace's init reported it after reaping every
+                # process of the execution (see entry._reap_until_empty)
+                self._empty = words[1:] == ["empty"]
                 return self.returncode
 
     def poll(self) -> int | None:
@@ -189,6 +193,12 @@ class SandboxChild(Child):
     def kill(self) -> None:
         if self._dead:
             return  # a confirmed kill-all: nothing of the execution can run any more
+        if self.poll() is not None and self._empty:
+            # isolated: the namespace's init confirmed that no process of the execution is
+            # left; only init and the holder (our code, exiting) remain, and the deferred
+            # teardown kills and removes the cgroup anyway
+            self._dead = True
+            return
         empty = self._group.kill(KILL_WAIT) if self._group is not None else None
         self._signal_all(signal.SIGKILL)
         if self.wait(KILL_WAIT) is None:

@@ -149,3 +149,38 @@ def test_restricted_workdir_grant_is_revoked_after_close(tmp_path):
             assert acl.group_perm(str(tmp_path), SANDBOX_GID) == 7
         assert acl.group_perm(str(tmp_path), SANDBOX_GID) is None
     assert (tmp_path / "new.txt").read_text() == "x"
+
+
+STRAY = """
+import os, signal, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        open('stray-up', 'w').close()
+        while True:
+            time.sleep(0.01)
+    os._exit(0)
+while not os.path.exists('stray-up'):
+    time.sleep(0.005)
+sys.exit(5)
+"""
+
+
+@pytest.mark.skipif(not REPORT.levels.get("isolated"), reason="isolated unavailable")
+def test_isolated_status_is_reported_only_once_no_process_of_it_is_left(tmp_path):
+    """The exit status arrives before the namespace's teardown, but never before every
+    process of the execution (here a detached stray ignoring SIGTERM) is gone."""
+    from execengine.launch.local import processes_with_token
+
+    with IsolatedLauncher() as launcher:
+        for _ in range(3):  # warm and cold entries
+            (tmp_path / "stray-up").unlink(missing_ok=True)
+            s = spec(STRAY, tmp_path)
+            with launcher.launch(s) as child:
+                assert child.wait(20) == 5, child.stderr.read()
+                assert (tmp_path / "stray-up").exists()  # the stray did run
+                assert processes_with_token(s.run_token) == []
+                child.kill()  # confirmed by the report: returns at once, nothing to do
+            assert processes_with_token(s.run_token) == []
