@@ -20,8 +20,9 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 
 * spawner → host, once: ``{"ready": true, "pid": N}``
 * host → spawner: ``{"op": "prepare", "id": W, "warm": {"level", "cgroup_dirs",
-  "network"}}``; reply ``{"ok": true, "pid": N}`` at once (the entry prepares itself in
-  parallel).
+  "network", "new_root", "tmp_mb"}}`` (the last two at ``isolated``: the entry builds the
+  fixed part of its root ahead); reply ``{"ok": true, "pid": N}`` at once (the entry
+  prepares itself in parallel).
 * host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null}`` with fds
   ``[stdout_w, stderr_w, status_w, *pass_fds]``; reply ``{"ok": true, "pid": N}`` once the
   child has exec'd, or ``{"ok": false, "error": "..."}``. When the child is reaped, its raw
@@ -152,6 +153,8 @@ class Server:
                 userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
                 "network": bool(plan.get("network"))}
+        if mounts is not None:
+            warm.update(new_root=mounts["new_root"], tmp_mb=mounts["tmp_mb"])
         status_w = fds[2]
         try:
             if wid is not None and wid in self.warm:

@@ -192,8 +192,10 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
         os._exit(127)
 
 
-def _await_plan(ctl: int) -> None:
-    """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns."""
+def _await_plan(ctl: int, prepared: tuple[str, int] | None = None) -> None:
+    """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns.
+    ``prepared``: (new root, /tmp size) of the fixed part of the root, built already (see
+    :func:`.mounts.prepare_root`)."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
     if not msg:
@@ -210,10 +212,16 @@ def _await_plan(ctl: int) -> None:
         passed = fds[4:] if req.get("userns") else fds[3:]
         if plan["level"] == "isolated":
             m = plan["mounts"]
-            mounts.build_root(mounts.MountPlan(
+            mplan = mounts.MountPlan(
                 new_root=m["new_root"], read_paths=tuple(m["read"]),
                 write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
-                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns))
+                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns)
+            if prepared is None:
+                mounts.build_root(mplan)
+            elif prepared[0] != m["new_root"]:
+                raise OSError(f"the entry's root is {prepared[0]}, not {m['new_root']}")
+            else:
+                mounts.finish_root(mplan, prepared[1])
         if userns is not None:
             os.close(userns)
         exec_workload(plan, (fds[0], fds[1]), passed)
@@ -247,7 +255,7 @@ def _isolated(warm: dict[str, Any], ctl: int) -> None:
         try:
             os.close(status_r)
             _die_with_parent(None)
-            _namespace_init(ctl, status_w)
+            _namespace_init(warm, ctl, status_w)
         except BaseException as exc:
             _report_ctl(ctl, exc)
         os._exit(127)
@@ -267,7 +275,7 @@ def _isolated(warm: dict[str, Any], ctl: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 127)
 
 
-def _namespace_init(ctl: int, status_w: int) -> None:
+def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
     socket.sethostname("sandbox")
 
     def on_term(signum: int, frame: Any) -> None:
@@ -280,6 +288,11 @@ def _namespace_init(ctl: int, status_w: int) -> None:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.close(status_w)
+            root, tmp_mb = warm.get("new_root"), warm.get("tmp_mb")
+            if root and tmp_mb:
+                # the fixed part of the file-system view, ahead of the plan
+                mounts.prepare_root(root, int(tmp_mb))
+                _await_plan(ctl, (str(root), int(tmp_mb)))
             _await_plan(ctl)
         except BaseException as exc:
             _report_ctl(ctl, exc)

@@ -373,8 +373,14 @@ class SandboxLauncher(Launcher):
         slot, group = self._acquire(limits, "warm")
         wid = uuid.uuid4().hex
         try:
-            self.spawner.prepare(wid, {"level": self.level, "network": network,
-                                       "cgroup_dirs": list(group.dirs) if group else []})
+            warm: dict[str, Any] = {"level": self.level, "network": network,
+                                    "cgroup_dirs": list(group.dirs) if group else []}
+            if self.level == "isolated":
+                # the fixed part of the root is built ahead, with this /tmp size (a launch
+                # with another size resizes it)
+                os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
+                warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
+            self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
             raise

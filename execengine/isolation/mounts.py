@@ -148,24 +148,23 @@ def _ordered(paths: Iterable[str]) -> list[str]:
     return sorted(seen, key=lambda p: (p.count("/"), p))
 
 
-def build_root(plan: MountPlan) -> None:
-    """Build the root described by ``plan`` and pivot into it. Caller: root, in a fresh
-    mount namespace and (for ``/proc``) a fresh pid namespace."""
-    root = plan.new_root
+def _tmpfs_opts(tmp_mb: int) -> str:
+    return f"size={tmp_mb}m,mode=1777"
+
+
+def prepare_root(root: str, tmp_mb: int) -> None:
+    """The part of the root that is the same for every execution: the root tmpfs, ``/tmp``
+    and ``/dev/shm`` (sized ``tmp_mb``), the read-only system binds, ``/dev`` and ``/proc``.
+    Done ahead of the launch in a warm entry (it takes about 1 ms); :func:`finish_root`
+    adds the execution's own binds. Caller: root, in a fresh mount namespace and (for
+    ``/proc``) a fresh pid namespace."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
-    size = f"size={plan.tmp_mb}m"
     # /tmp first: working and staging directories often live below it
     os.makedirs(root + "/tmp")
-    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=1777")
-    binds: list[tuple[str, bool]] = [(p, True) for p in (*SYSTEM_DIRS, *plan.read_paths)]
-    if plan.socket_dir:
-        binds.append((plan.socket_dir, True))
-    binds += [(p, False) for p in plan.write_paths]
-    ro = {os.path.abspath(p) for p, r in binds if r}
-    rw = {os.path.abspath(p) for p, r in binds if not r}
-    for path in _ordered(ro | rw):
-        _bind(path, root, readonly=path not in rw, userns_fd=plan.userns_fd)
+    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
+    for path in _ordered(SYSTEM_DIRS):
+        _bind(path, root, readonly=True)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for name in DEVICES:
@@ -173,13 +172,38 @@ def build_root(plan: MountPlan) -> None:
             open(f"{root}/dev/{name}", "w").close()
             mount("/dev/" + name, f"{root}/dev/{name}", None, MS_BIND)
     os.makedirs(root + "/dev/shm")
-    mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"{size},mode=1777")
+    mount("tmpfs", root + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
     os.makedirs(root + "/dev/pts")
     for i, name in enumerate(("stdin", "stdout", "stderr")):
         os.symlink(f"/proc/self/fd/{i}", f"{root}/dev/{name}")
     os.symlink("/proc/self/fd", root + "/dev/fd")
     os.makedirs(root + "/proc")
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def finish_root(plan: MountPlan, prepared_tmp_mb: int) -> None:
+    """Add the execution's binds to a root made by :func:`prepare_root` (resizing ``/tmp``
+    and ``/dev/shm`` when the plan's size differs), pivot into it, make it read-only."""
+    root = plan.new_root
+    if plan.tmp_mb != prepared_tmp_mb:
+        for path in (root + "/tmp", root + "/dev/shm"):
+            mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV,
+                  _tmpfs_opts(plan.tmp_mb))
+    binds: list[tuple[str, bool]] = [(p, True) for p in plan.read_paths]
+    if plan.socket_dir:
+        binds.append((plan.socket_dir, True))
+    binds += [(p, False) for p in plan.write_paths]
+    ro = {os.path.abspath(p) for p, r in binds if r}
+    rw = {os.path.abspath(p) for p, r in binds if not r}
+    system = {os.path.abspath(p) for p in SYSTEM_DIRS}
+    for path in _ordered(ro | rw):
+        if path in system and path not in rw:
+            continue  # bound read-only already
+        if any(d.startswith(path + "/") for d in system):
+            # a parent of a system directory (say "/"): binding it would hide those binds
+            raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
+                          f"directories")
+        _bind(path, root, readonly=path not in rw, userns_fd=plan.userns_fd)
     os.makedirs(root + "/.old")
     pivot_root(root, root + "/.old")
     os.chdir("/")
@@ -187,3 +211,9 @@ def build_root(plan: MountPlan) -> None:
     os.rmdir("/.old")
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(plan.cwd)
+
+
+def build_root(plan: MountPlan) -> None:
+    """Both steps at once (a root not prepared ahead)."""
+    prepare_root(plan.new_root, plan.tmp_mb)
+    finish_root(plan, plan.tmp_mb)

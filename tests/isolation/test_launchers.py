@@ -7,6 +7,7 @@ import secrets
 import signal
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -184,3 +185,26 @@ def test_isolated_status_is_reported_only_once_no_process_of_it_is_left(tmp_path
                 assert processes_with_token(s.run_token) == []
                 child.kill()  # confirmed by the report: returns at once, nothing to do
             assert processes_with_token(s.run_token) == []
+
+
+@pytest.mark.skipif(not REPORT.levels.get("isolated"), reason="isolated unavailable")
+def test_isolated_tmp_size_follows_each_launch_with_a_prebuilt_root(tmp_path):
+    """The fixed part of the root is built ahead with the last size seen; a launch asking
+    for another size gets its own, on /tmp and /dev/shm alike, and the system binds and
+    /proc of the prebuilt part are in place."""
+    from execengine.launch.base import LaunchLimits
+
+    code = ("import os; print([os.statvfs(p).f_blocks * os.statvfs(p).f_frsize >> 20 "
+            "for p in ('/tmp', '/dev/shm')], os.path.isdir('/usr/lib'), "
+            "os.listdir('/proc/self/fd') != [], os.access('/usr', os.W_OK))")
+    with IsolatedLauncher() as launcher:
+        for i, mb in enumerate((16, 16, 32, 16)):
+            deadline = time.monotonic() + 10
+            while i and not len(launcher._pool) and time.monotonic() < deadline:
+                time.sleep(0.01)  # a warm entry (prepared with the previous size)
+            assert not i or len(launcher._pool)
+            s = spec(code, tmp_path, limits=LaunchLimits(tmp_mb=mb))
+            with launcher.launch(s) as child:
+                assert child.wait(20) == 0, child.stderr.read()
+                assert child.stdout.read().decode().split() == [
+                    f"[{mb},", f"{mb}]", "True", "True", "False"]
