@@ -186,4 +186,5 @@ def test_cgroup_limits_and_kill_all():
         assert set(group.pids()) == {p.pid for p in procs}
         assert group.kill()
         assert [p.wait(5) for p in procs] == [-9, -9, -9]
+        assert group.pids() == [] and group.kill()  # empty: confirmed at once
     assert all(not os.path.exists(d) for d in group.dirs)
