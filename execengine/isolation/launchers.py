@@ -19,6 +19,10 @@ namespace); at ``restricted`` as root without cgroups, every process of the slot
 (``kill(-1)`` from a helper running as that uid). A non-root ``restricted`` host without
 cgroups falls back to the process group plus the descendants still attached to the main
 process. A slot whose processes could not be confirmed dead is never handed out again.
+At ``isolated`` a script that ends by itself needs none of that: the namespace's init
+SIGKILLs and reaps whatever is left before it reports the status (``"<status> empty"``),
+so that report is the confirmation, and the namespaces' teardown happens off the result's
+path.
 """
 
 from __future__ import annotations

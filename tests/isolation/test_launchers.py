@@ -160,8 +160,13 @@ if os.fork() == 0:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         open('stray-up', 'w').close()
-        while True:
-            time.sleep(0.01)
+        while True:  # keeps forking sleepers (the pids limit caps them)
+            try:
+                if os.fork() == 0:
+                    time.sleep(30)
+                    os._exit(0)
+            except OSError:
+                time.sleep(0.001)
     os._exit(0)
 while not os.path.exists('stray-up'):
     time.sleep(0.005)
