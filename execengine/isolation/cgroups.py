@@ -205,10 +205,16 @@ class ExecCgroup:
                         return True
         return False
 
-    def close(self) -> None:
+    def close(self, grace: float = 0.0) -> None:
+        """Kill what is left, remove the directories (idempotent). ``grace``: first wait
+        that long for members known to be exiting on their own, sparing a cgroup.kill
+        (which stalls every fork on the machine for an RCU grace period)."""
         if self._closed:
             return
         self._closed = True
+        deadline = time.monotonic() + grace
+        while self.dirs and self.pids() and time.monotonic() < deadline:
+            time.sleep(0.002)
         if self.dirs:
             self.kill()
         for d in reversed(self.dirs):

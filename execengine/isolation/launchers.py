@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 RUN_DIR = "/run/execengine"
 NEW_ROOT = RUN_DIR + "/root"
 KILL_WAIT = 3.0
+TEARDOWN_GRACE = 0.5
 DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 DEVICES_RO = ("/dev/random", "/dev/urandom")
 
@@ -241,7 +242,11 @@ class SandboxChild(Child):
             # group); removing the empty cgroup and the private tmp can wait
             self._launcher._grants.release(self._grants)
             group, tmp = self._group, self._tmpdir
-            self._launcher._background.submit(lambda: self._launcher._teardown(group, tmp))
+            # after the init's report only the namespace's holder and init are left in the
+            # cgroup, exiting by themselves: give them a moment before a cgroup.kill
+            grace = TEARDOWN_GRACE if self._empty else 0.0
+            self._launcher._background.submit(
+                lambda: self._launcher._teardown(group, tmp, grace))
 
 
 class SandboxLauncher(Launcher):
@@ -402,10 +407,11 @@ class SandboxLauncher(Launcher):
         if slot is not None:
             slot.release()
 
-    def _teardown(self, group: cgroups.ExecCgroup | None, tmp: str | None) -> None:
+    def _teardown(self, group: cgroups.ExecCgroup | None, tmp: str | None,
+                  grace: float = 0.0) -> None:
         """What a closed child leaves to do; runs on the background thread."""
         if group is not None:
-            group.close()
+            group.close(grace)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
