@@ -34,6 +34,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--toolsets", metavar="A,B", action="append",
                    help="toolsets whose tools the script may call (default: the config's)")
     p.add_argument("--cwd", metavar="DIR", help="working directory in project mode")
+    p.add_argument("--isolation", choices=("auto", "none", "restricted", "isolated"),
+                   help="OS isolation level (default: code_execution.isolation; "
+                        "`execengine doctor` shows what this host supports)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -64,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None:
         overrides["code_execution.timeout"] = args.timeout
     config = config_from(args)
+    if args.isolation:
+        overrides["code_execution.isolation"] = args.isolation
     if overrides:
         config = config.with_overrides(overrides, origin="command line")
     toolsets = ([t.strip() for group in args.toolsets for t in group.split(",") if t.strip()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from _engine_helpers import engine_config, make_registry
 
@@ -86,6 +87,9 @@ def test_cli_run(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.py")]) == 2
     assert "cannot read script" in capsys.readouterr().err
     assert main(["run", "--toolsets", "nope", "-c", "pass"]) == 2
+    capsys.readouterr()
+    assert main(["run", "--isolation", "none", "-c", "import os; print(os.getuid())"]) == 0
+    assert capsys.readouterr().out == f"{os.getuid()}\n"
 
 
 def test_description_says_what_the_isolation_level_means():
