@@ -224,9 +224,7 @@ class SandboxChild(Child):
         try:
             self.kill()
         finally:
-            for pipe in (self.stdout, self.stderr):
-                with contextlib.suppress(OSError):
-                    pipe.close()
+            self.close_pipes()
             with self._lock:
                 if self._status_fd is not None:
                     os.close(self._status_fd)

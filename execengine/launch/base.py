@@ -10,6 +10,7 @@ layers a launcher applies; the child never polices itself.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
@@ -71,6 +72,12 @@ class Child(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release resources (pipes, cgroup, uid slot). Idempotent; implies :meth:`kill`."""
+
+    def close_pipes(self) -> None:
+        """Close the read ends of stdout and stderr (for :meth:`close`)."""
+        for pipe in (self.stdout, self.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
 
     def __enter__(self) -> Child:
         return self

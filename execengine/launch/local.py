@@ -143,9 +143,7 @@ class LocalChild(Child):
         try:
             self.kill()
         finally:
-            for pipe in (self.stdout, self.stderr):
-                with contextlib.suppress(OSError):
-                    pipe.close()
+            self.close_pipes()
 
 
 def _alive(p: psutil.Process) -> bool:
