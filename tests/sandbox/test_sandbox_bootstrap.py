@@ -390,7 +390,7 @@ def test_orphans_are_reparented_to_the_bootstrap(host: FakeHost, staged: Staged,
 # -- older interpreters -------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not PY38.exists(), reason="no Python 3.8 on this machine")
+@pytest.mark.skipif(not os.access(PY38, os.X_OK), reason="no usable Python 3.8 on this machine")
 def test_runs_under_python_3_8(short_dir: Path, staged: Staged) -> None:
     for path in sorted((REPO / "sandbox").glob("*.py")):
         subprocess.run([str(PY38), "-c", "import ast, sys; ast.parse(open(sys.argv[1]).read(),"

@@ -125,7 +125,12 @@ def run_attack(launchers, workdir):
     def start(level: str, name: str, args: dict[str, Any] | None = None,
               limits: LaunchLimits | None = None) -> tuple[Child, str]:
         token = secrets.token_hex(16)
-        env = build_child_env(os.environ, extra={"EXECENGINE_RUN_TOKEN": token})
+        # the test's own temp dir: at level none a tmp bomb must not fill the host's /tmp
+        # (the sandbox levels replace TMPDIR with their private tmp)
+        tmp = workdir.parent / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env = build_child_env(os.environ, extra={"EXECENGINE_RUN_TOKEN": token,
+                                                 "TMPDIR": str(tmp)})
         spec = LaunchSpec(
             argv=[sys.executable, "-I", str(ATTACKS / f"{name}.py"), json.dumps(args or {})],
             env=env, cwd=str(workdir), run_token=token, writable_paths=(str(workdir),),

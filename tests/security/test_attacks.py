@@ -205,7 +205,7 @@ def test_tmp_fill_is_stopped(level, run_attack):
     # restricted has no mount namespace: its private tmp is limited per file only
     out = run_attack(level, "bombs", {"kind": "tmp", "cap": 48}, BOMB_LIMITS)
     if level == "none":
-        assert out.result["mb"] == 48
+        assert out.result["mb"] == 48, out.result
     else:
         assert out.result["mb"] <= BOMB_LIMITS.tmp_mb, out.result
         assert out.result["error"], out.result
