@@ -121,6 +121,14 @@ class Engine:
     def __enter__(self) -> Engine:
         return self
 
+    def __del__(self) -> None:
+        # a finalizer only warns: closing (server thread, spawner, runtime dir) is close()'s
+        if not getattr(self, "_closed", True):
+            import warnings
+
+            warnings.warn("Engine was not closed (use `with Engine(...)` or close())",
+                          ResourceWarning, stacklevel=1)
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 

@@ -109,3 +109,23 @@ def test_description_says_what_the_isolation_level_means():
         pytest.skip("level isolated is not available here")
     assert "Network access is off." in text_for(isolation="isolated")
     assert "Network access is on." in text_for(isolation="isolated", network=True)
+
+
+def test_an_engine_left_open_warns_when_collected():
+    import gc
+
+    import pytest
+
+    from execengine.engine import Engine
+    from execengine.launch.local import LocalLauncher
+
+    with ToolRegistry() as reg:
+        engine = Engine(registry=reg, launcher=LocalLauncher())
+        with pytest.warns(ResourceWarning, match="Engine was not closed"):
+            del engine
+            gc.collect()
+        closed = Engine(registry=reg, launcher=LocalLauncher())
+        closed.close()
+        closed.close()  # idempotent
+        del closed
+        gc.collect()  # no warning: warnings are errors in this suite
