@@ -435,6 +435,14 @@ class ToolRegistry:
     def __enter__(self) -> ToolRegistry:
         return self
 
+    def __del__(self) -> None:
+        # only a registry holding live services (terminal sessions, an engine) leaks
+        if not getattr(self, "_closed", True) and getattr(self, "_services", None):
+            import warnings
+
+            warnings.warn("ToolRegistry with open services was not closed (use `with` or "
+                          "close())", ResourceWarning, stacklevel=1)
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 

@@ -217,3 +217,23 @@ def test_registry_wide_schema_patches_run_after_the_tools_own():
     reg.add_schema_patch(lambda s, c: 1 / 0 if s["name"] == "zzz" else s)
     (a,) = reg.get_tool_definitions()
     assert a["function"]["description"] == "Echo+own+global"
+
+
+def test_a_registry_with_open_services_warns_when_collected():
+    import gc
+
+    class Svc:
+        def __init__(self, reg):
+            pass
+
+        def close(self):
+            pass
+
+    plain = ToolRegistry()
+    del plain
+    gc.collect()  # no services, nothing leaks: no warning (warnings are errors here)
+    reg = ToolRegistry()
+    reg.service("s", Svc)
+    with pytest.warns(ResourceWarning, match="was not closed"):
+        del reg
+        gc.collect()
