@@ -241,13 +241,8 @@ def lex(text: str) -> _Lexed:
             i = _lex_dquote(text, i + 1, word, out)
             has_word = True
         elif c == "`":
-            j = i + 1
-            while j < n and text[j] != "`":
-                j += 2 if text[j] == "\\" else 1
-            out.nested.append(text[i + 1:j])
-            word.append(text[i:j + 1])
+            i = _lex_backticks(text, i, word, out)
             has_word = True
-            i = j + 1
         elif c == "$" and text.startswith("$((", i):
             end = _matching(text, i + 3, "(", ")")
             word.append(text[i:end + 1])
@@ -270,6 +265,18 @@ def lex(text: str) -> _Lexed:
     return out
 
 
+def _lex_backticks(text: str, i: int, word: list[str], out: _Lexed) -> int:
+    """A `...` substitution starting at ``i``: its body is checked as a nested command and
+    kept in the word as written; returns the index after the closing backtick."""
+    n = len(text)
+    j = i + 1
+    while j < n and text[j] != "`":
+        j += 2 if text[j] == "\\" else 1
+    out.nested.append(text[i + 1:j])
+    word.append(text[i:j + 1])
+    return j + 1
+
+
 def _lex_dquote(text: str, i: int, word: list[str], out: _Lexed) -> int:
     n = len(text)
     while i < n:
@@ -286,12 +293,7 @@ def _lex_dquote(text: str, i: int, word: list[str], out: _Lexed) -> int:
             word.append(text[i:end])
             i = end
         elif c == "`":
-            j = i + 1
-            while j < n and text[j] != "`":
-                j += 2 if text[j] == "\\" else 1
-            out.nested.append(text[i + 1:j])
-            word.append(text[i:j + 1])
-            i = j + 1
+            i = _lex_backticks(text, i, word, out)
         else:
             word.append(c)
             i += 1
