@@ -115,6 +115,11 @@ class TerminalConfig:
     background_buffer_chars: int = option(
         200_000, "output kept per background process (ring buffer)", min=1024
     )
+    isolation: str = option(
+        "none", "sandbox for the agent's own terminal commands (commands from execute_code "
+        "scripts always run at the script's level): none, auto or a level",
+        choices=("none", "auto", "restricted", "isolated"),
+    )
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,39 @@ class FilesConfig:
 
 
 @dataclass(frozen=True)
+class PolicyConfig:
+    writable_roots: tuple[str, ...] = option(
+        (), "folders script tool calls may write besides the working directory"
+    )
+    readable_roots: tuple[str, ...] = option(
+        ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64"),
+        "folders script tool calls may read besides the writable roots (world-readable "
+        "files only; files.denied_paths, the config file and credentials never)",
+    )
+    network: str | None = option(
+        None, "network of scripts and their tool calls (default: on when "
+        "code_execution.network, else off)", choices=(None, "off", "allowlist", "on"),
+    )
+    allowed_domains: tuple[str, ...] = option(
+        (), "network: allowlist: domains reachable (example.com, *.example.com, an IP)"
+    )
+    denied_domains: tuple[str, ...] = option(
+        (), "domains never reachable (wins over allowed_domains)"
+    )
+    tools_leave_roots: bool = option(
+        False, "let tool calls from scripts read and write outside the roots (unconfined)"
+    )
+    confine_at_none: bool = option(
+        False, "confine script tool calls at isolation level none too (the script itself "
+        "is not confined there)"
+    )
+    agent_calls: str = option(
+        "unconfined", "the agent's own file tool calls: unconfined (path deny-list only) or "
+        "confined to the roots of its working directory", choices=("unconfined", "confined"),
+    )
+
+
+@dataclass(frozen=True)
 class PluginsConfig:
     directory: str | None = option(None, "folder of plugin modules (*.py or packages)")
     entry_points: bool = option(True, "load plugins from the execengine.plugins entry points")
@@ -224,6 +262,7 @@ class Config:
     toolsets: ToolsetsConfig = section(ToolsetsConfig, "which toolsets are offered")
     web: WebConfig = section(WebConfig, "web tools")
     files: FilesConfig = section(FilesConfig, "file tools")
+    policy: PolicyConfig = section(PolicyConfig, "what scripts and their tool calls reach")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
     #: the file this came from, ``None`` for defaults

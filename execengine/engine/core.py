@@ -21,6 +21,7 @@ from typing import Any
 
 from execengine.childenv import build_child_env
 from execengine.config import Config
+from execengine.confine.policy import LAUNCHER_EXTRA, POLICY_EXTRA, ExecutionPolicy
 from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
@@ -175,17 +176,25 @@ class Engine:
         call_extras = dict(extras or {})
         if cwd:
             call_extras["cwd"] = os.path.abspath(cwd)
-        handler = script_call_handler(self.registry, task_id=task_id, extras=call_extras)
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                      secrets.token_hex(16))
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
         with contextlib.ExitStack() as stack:
             staging = stack.enter_context(Staging(code, stub))
+            workdir = self._workdir(mode, cwd, task_id, staging.path)
+            # one policy for the script and every tool call it makes (see execengine.confine)
+            policy = ExecutionPolicy.for_execution(
+                self.config, cwd=workdir, level=self.launcher.level,
+                extra_writable=(staging.path,))
+            call_extras.setdefault("cwd", workdir)
+            call_extras[POLICY_EXTRA] = policy
+            if self.launcher.level != "none":
+                call_extras[LAUNCHER_EXTRA] = self.launcher
+            handler = script_call_handler(self.registry, task_id=task_id, extras=call_extras)
             channel = stack.enter_context(self.server.open(
                 exec_id=exec_id, token=token, allowed=names, handler=handler,
                 max_tool_calls=ce.max_tool_calls))
-            workdir = self._workdir(mode, cwd, task_id, staging.path)
             runtime = self.runtime.path
             interpreter = choose(mode, configured=ce.python)
             watch_r, watch_w = os.pipe()
@@ -205,10 +214,13 @@ class Engine:
                     argv=[interpreter, "-m", f"{RUNTIME_PACKAGE}.bootstrap",
                           staging.script_path],
                     env=env, cwd=workdir, run_token=run_token,
-                    writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
+                    writable_paths=tuple(dict.fromkeys((
+                        workdir, staging.path,
+                        *(os.path.expanduser(p) for p in self.config.policy.writable_roots
+                          if os.path.isdir(os.path.expanduser(p)))))),
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
-                    limits=self._limits(limit),
+                    limits=self._limits(limit, policy),
                 )
                 child = self.launcher.launch(spec)
             finally:
@@ -285,12 +297,13 @@ class Engine:
         except Exception:  # a closed registry: fall back to the process's cwd
             return os.getcwd()
 
-    def _limits(self, timeout: float) -> LaunchLimits:
+    def _limits(self, timeout: float, policy: ExecutionPolicy | None = None) -> LaunchLimits:
         ce = self.config.code_execution
         cpu = ce.cpu_seconds if ce.cpu_seconds is not None else int(timeout) + 1
+        network = policy.network == "on" if policy is not None else ce.network
         return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=cpu,
                             max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
-                            tmp_mb=ce.tmp_mb, network=ce.network)
+                            tmp_mb=ce.tmp_mb, network=network)
 
 
 def execute_code(code: str, *, config: Config | None = None,

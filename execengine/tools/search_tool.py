@@ -24,7 +24,11 @@ BACKEND_EXTRA = "search_backend"
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        return search(scope_of(ctx), args, backend=ctx.extra(BACKEND_EXTRA, "auto"))
+        with scope_of(ctx) as scope:
+            # a confined search runs the Python walk, whose every open is verified
+            # (ripgrep would open files by path in another process)
+            backend = "python" if scope.confinement else ctx.extra(BACKEND_EXTRA, "auto")
+            return search(scope, args, backend=backend)
     except FileOpError as exc:
         return exc.to_dict()
 
