@@ -51,6 +51,13 @@ NAMESPACE_FLAGS = (
     | 0x00000080  # CLONE_NEWTIME
 )
 TIOCSTI = 0x5412
+#: the mode bits no file written by a sandbox may carry: a set-user-ID or set-group-ID
+#: file the sandbox leaves in a host folder would run with its owner's ids there
+PRIVILEGE_BITS = (0o4000, 0o2000)  # S_ISUID, S_ISGID
+#: (syscall, index of its mode argument): every way to set a mode on a new or existing file
+MODE_ARGUMENT = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), (452, 2),  # 452: fchmodat2
+                 ("open", 2), ("openat", 3), ("creat", 1), ("mknod", 1), ("mknodat", 2),
+                 ("mkdir", 1), ("mkdirat", 2))
 
 
 def load_module() -> Any:
@@ -72,6 +79,12 @@ def build_filter(allow_network: bool = False) -> Any:
     for flag in _bits(NAMESPACE_FLAGS):
         _rule(sc, flt, eperm, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     _rule(sc, flt, eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, TIOCSTI))
+    # no setuid/setgid plant: refuse those mode bits wherever a mode is given (openat2's
+    # mode sits in a struct a filter cannot read: ENOSYS, and libc falls back to openat)
+    for name, index in MODE_ARGUMENT:
+        for bit in PRIVILEGE_BITS:
+            _rule(sc, flt, eperm, name, sc.Arg(index, sc.MASKED_EQ, bit, bit))
+    _rule(sc, flt, sc.ERRNO(errno.ENOSYS), "openat2")
     if not allow_network:
         _rule(sc, flt, sc.ERRNO(errno.EAFNOSUPPORT), "socket",
               sc.Arg(0, sc.NE, socket.AF_UNIX))
@@ -121,7 +134,7 @@ def _bits(mask: int) -> list[int]:
     return [1 << i for i in range(mask.bit_length()) if mask & (1 << i)]
 
 
-def _rule(sc: Any, flt: Any, action: int, name: str, *args: Any) -> None:
+def _rule(sc: Any, flt: Any, action: int, name: str | int, *args: Any) -> None:
     # a syscall missing on this architecture or libseccomp version is simply skipped
     with contextlib.suppress(ValueError, OSError, RuntimeError):
         flt.add_rule(action, name, *args)
