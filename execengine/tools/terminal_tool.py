@@ -146,6 +146,8 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         return _refused("workdir must be a string", "error")
+    if ctx.origin == "execute_code" and workdir is None and ctx.extra("cwd"):
+        workdir = ctx.extra("cwd")  # the execution's working directory
     sandbox = _sandbox(ctx)
     verdict = check_command(command, ctx, sandboxed=sandbox is not None)
     if not verdict.allowed:
