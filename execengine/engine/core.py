@@ -194,7 +194,7 @@ class Engine:
             handler = script_call_handler(self.registry, task_id=task_id, extras=call_extras)
             channel = stack.enter_context(self.server.open(
                 exec_id=exec_id, token=token, allowed=names, handler=handler,
-                max_tool_calls=ce.max_tool_calls))
+                max_tool_calls=ce.max_tool_calls, check_peer=True))
             runtime = self.runtime.path
             interpreter = choose(mode, configured=ce.python)
             watch_r, watch_w = os.pipe()
@@ -225,6 +225,13 @@ class Engine:
                 child = self.launcher.launch(spec)
             finally:
                 os.close(watch_r)
+            # only the child's uid may talk on its socket (SO_PEERCRED, checked first)
+            slot_uid = getattr(child, "uid", None)
+            try:
+                channel.expect_peer([slot_uid if slot_uid is not None else os.geteuid()])
+            except BaseException:
+                child.close()
+                raise
             outcome = supervise(child, stdout=stdout, stderr=stderr, timeout=limit,
                                 kill_grace=ce.kill_grace, interrupt=interrupt,
                                 hello=channel.hello, hello_timeout=ce.hello_timeout)

@@ -343,14 +343,18 @@ class SandboxLauncher(Launcher):
         return tasks_of_uid(os.getuid()) + limits.max_processes
 
     @staticmethod
-    def _grant_sockets(socket_dir: str, gid: int) -> None:
-        """Sockets already bound in the (private, per-execution) socket directory: the
-        slot uid needs write permission to connect. Later ones inherit the default ACL."""
+    def _grant_sockets(socket_dir: str, slot: UidSlot) -> None:
+        """The (private, per-execution) socket directory and the sockets bound in it, to
+        the slot's uid alone (search on the folder, write to connect): slots share the
+        sandbox group, so a group grant would open this socket to every other sandbox.
+        The folder is removed with the channel, taking the entries with it."""
         try:
+            acl.grant_traverse(socket_dir, slot.gid)
+            acl.grant_user(socket_dir, slot.uid, acl.X)
             for name in os.listdir(socket_dir):
                 path = os.path.join(socket_dir, name)
                 if not os.path.islink(path):
-                    acl.grant(path, gid, write=True)
+                    acl.grant_user(path, slot.uid, acl.R | acl.W)
         except OSError as exc:
             raise SandboxError(f"cannot grant the sandbox uid access to {socket_dir}: "
                                f"{exc}") from exc
@@ -452,13 +456,12 @@ class SandboxLauncher(Launcher):
                 self._grant_interpreter(interp)
                 wanted = [(p, False) for p in (*spec.readable_paths, spec.cwd)]
                 wanted += [(p, True) for p in spec.writable_paths]
-                if spec.socket_dir:
-                    wanted.append((spec.socket_dir, True))
                 if tmp:
                     wanted.append((tmp, True))
                 grants = self._grants.add(wanted)
                 if spec.socket_dir:
-                    self._grant_sockets(spec.socket_dir, slot.gid)
+                    # to this slot's uid only: another sandbox must not reach the socket
+                    self._grant_sockets(spec.socket_dir, slot)
             plan = self._plan(spec, slot, group, tmp_path, interp)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

@@ -55,7 +55,7 @@ TIOCSTI = 0x5412
 #: file the sandbox leaves in a host folder would run with its owner's ids there
 PRIVILEGE_BITS = (0o4000, 0o2000)  # S_ISUID, S_ISGID
 #: (syscall, index of its mode argument): every way to set a mode on a new or existing file
-MODE_ARGUMENT = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), (452, 2),  # 452: fchmodat2
+MODE_ARGUMENT: tuple[tuple[str | int, int], ...] = (("chmod", 1), ("fchmod", 1), ("fchmodat", 2), (452, 2),  # 452: fchmodat2
                  ("open", 2), ("openat", 3), ("creat", 1), ("mknod", 1), ("mknodat", 2),
                  ("mkdir", 1), ("mkdirat", 2))
 

@@ -98,6 +98,8 @@ class Channel:
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
         self.denied_peers = 0
+        #: messages wait for :meth:`expect_peer` (the child's uid) before being parsed
+        self.check_peer = False
 
     @property
     def endpoint(self) -> str:
@@ -112,6 +114,11 @@ class Channel:
     def in_flight(self) -> int:
         with self._lock:
             return self._in_flight
+
+    def expect_peer(self, uids: Iterable[int]) -> None:
+        """Only processes of these uids may talk on this channel (see
+        :meth:`RpcServer.expect_peer`)."""
+        self.server.expect_peer(self, uids)
 
     def authenticate(self, exec_id: str, token: str) -> bool:
         """Constant-time check of a hello's credentials."""

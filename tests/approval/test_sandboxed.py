@@ -3,12 +3,12 @@ hard blocks stay. Counted over the whole pattern suite of test_matcher."""
 
 from __future__ import annotations
 
+from test_matcher import BLOCKED, FLAGGED, NOT_FLAGGED  # same folder (rootdir import mode)
+
 from execengine.approval.approver import ApprovalRequest, Decision
 from execengine.approval.gate import check_command
 from execengine.context import ToolContext
 from execengine.registry import ToolRegistry
-
-from test_matcher import BLOCKED, FLAGGED, NOT_FLAGGED  # same folder (rootdir import mode)
 
 
 class Counting:

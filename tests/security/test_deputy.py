@@ -113,14 +113,17 @@ def sh(cmd):
     return terminal(cmd)
 res = {{
     "cat": sh("cat {secret}"),
-    "write": sh("echo x > {canary}/t1; python3 -c \\"import shutil; shutil.copy('/etc/hostname', '{canary}/t2')\\""),
+    "write": sh("echo x > {canary}/t1; "
+                "python3 -c \\"import shutil; shutil.copy('/etc/hostname', '{canary}/t2')\\""),
     "config": sh("echo 'code_execution: {{isolation: none}}' >> {config}"),
     "environ": sh("cat /proc/{host_pid}/environ | tr '\\\\0' '\\\\n' | grep {secret_name}"),
-    "tcp": sh("python3 -c \\"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\\""),
+    "tcp": sh("python3 -c \\"import socket; "
+              "socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\\""),
     "kill": sh("kill -9 {victim}; echo rc=$?"),
     "daemon": sh("setsid nohup sleep 45 {marker} >/dev/null 2>&1 & echo started"),
     "setuid": sh("cp /bin/true plant && chmod 4755 plant; stat -c %a plant"),
-    "rmtree": sh("python3 -c \\"import shutil; shutil.rmtree('{canary}/keep')\\"; cd .. && rm -rf canary/keep2"),
+    "rmtree": sh("python3 -c \\"import shutil; shutil.rmtree('{canary}/keep')\\"; "
+                 "cd .. && rm -rf canary/keep2"),
 }}
 print(json.dumps(res))
 """
