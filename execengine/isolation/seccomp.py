@@ -81,9 +81,9 @@ def build_filter(allow_network: bool = False) -> Any:
     _rule(sc, flt, eperm, "ioctl", sc.Arg(1, sc.MASKED_EQ, 0xFFFFFFFF, TIOCSTI))
     # no setuid/setgid plant: refuse those mode bits wherever a mode is given (openat2's
     # mode sits in a struct a filter cannot read: ENOSYS, and libc falls back to openat)
-    for name, index in MODE_ARGUMENT:
+    for call, index in MODE_ARGUMENT:
         for bit in PRIVILEGE_BITS:
-            _rule(sc, flt, eperm, name, sc.Arg(index, sc.MASKED_EQ, bit, bit))
+            _rule(sc, flt, eperm, call, sc.Arg(index, sc.MASKED_EQ, bit, bit))
     _rule(sc, flt, sc.ERRNO(errno.ENOSYS), "openat2")
     if not allow_network:
         _rule(sc, flt, sc.ERRNO(errno.EAFNOSUPPORT), "socket",
