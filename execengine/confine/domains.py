@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from execengine.web.errors import BlockedAddressError, ConnectionFailedError
 from execengine.web.guard import AddressPolicy, Resolver, system_resolver
@@ -98,3 +99,34 @@ class DomainPolicy:
             raise DomainRefused(f"{_norm(host)}: internal address refused ({exc})") from exc
         except ConnectionFailedError as exc:
             raise DomainRefused(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class DomainGuard(AddressPolicy):
+    """The web tools' address guard under an allow-list: the same rules as the proxy
+    (checked at every redirect hop, since the fetcher vets each one)."""
+
+    domains: DomainPolicy = DomainPolicy()
+
+    def with_hosts(self, hosts: Iterable[str]) -> DomainGuard:
+        return DomainGuard(self.allow_private, (*self.allowed_hosts, *hosts), self.domains)
+
+    def vet(self, host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
+        try:
+            self.domains.check_host(host)
+        except DomainRefused as exc:
+            raise BlockedAddressError(f"refused by the network allow-list: {exc}") from exc
+        inner = AddressPolicy(self.allow_private,
+                              (*self.allowed_hosts, *self.domains._explicit()))
+        return inner.vet(host, port, resolver)
+
+
+def guard_fetcher(fetcher: Any, domains: DomainPolicy) -> Any:
+    """A copy of a :class:`execengine.web.fetch.Fetcher` that obeys ``domains`` too."""
+    from execengine.web.fetch import Fetcher
+
+    base = fetcher.policy
+    return Fetcher(timeout=fetcher.timeout, max_bytes=fetcher.max_bytes,
+                   max_redirects=fetcher.max_redirects, user_agent=fetcher.user_agent,
+                   policy=DomainGuard(base.allow_private, base.allowed_hosts, domains),
+                   resolver=fetcher.resolver, ssl_context=fetcher.ssl_context)

@@ -69,6 +69,8 @@ class ExecutionPolicy:
     denied_domains: tuple[str, ...] = ()
     #: the working directory commands and relative paths start from
     cwd: str = "/"
+    #: the port of the allow-list proxy on the host's loopback (``network: allowlist``)
+    proxy_port: int | None = None
 
     @classmethod
     def for_execution(cls, config: Config, *, cwd: str, level: str,
@@ -103,6 +105,14 @@ class ExecutionPolicy:
 
     def writable(self, path: str) -> bool:
         return self.root_of(path, write=True) is not None
+
+    def proxy_env(self) -> dict[str, str]:
+        """``HTTP(S)_PROXY`` (both spellings) pointing at the allow-list proxy, if any."""
+        if self.proxy_port is None:
+            return {}
+        url = f"http://127.0.0.1:{self.proxy_port}"
+        return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url,
+                "https_proxy": url, "NO_PROXY": "", "no_proxy": ""}
 
     def describe(self) -> dict[str, Any]:
         """A plain summary (for errors, logs and ``execengine doctor``)."""

@@ -18,6 +18,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -43,6 +44,16 @@ def _bash() -> str:
     return os.path.realpath(found)
 
 
+def _python() -> tuple[str, list[str]]:
+    """(folder of this host's interpreter, the prefixes a sandbox must read to run it)."""
+    exe = os.path.abspath(sys.executable)
+    prefixes = [os.path.dirname(os.path.dirname(exe))]
+    real = os.path.dirname(os.path.dirname(os.path.realpath(exe)))
+    if real not in ("/usr", "/"):
+        prefixes.append(real)
+    return os.path.dirname(exe), [p for p in prefixes if p not in ("/usr", "/")]
+
+
 def check_cwd(policy: ExecutionPolicy, cwd: str) -> str:
     """``cwd`` if a sandboxed command may start there (beneath a readable root, reached
     without leaving it), else :class:`TerminalError`."""
@@ -60,7 +71,8 @@ def _limits(config: Config, policy: ExecutionPolicy, timeout: float) -> LaunchLi
     ce = config.code_execution
     return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=int(timeout) + 1,
                         max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
-                        tmp_mb=ce.tmp_mb, network=policy.network == "on")
+                        tmp_mb=ce.tmp_mb, network=policy.network == "on",
+                        proxy_port=policy.proxy_port)
 
 
 def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
@@ -73,8 +85,12 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
     real_cwd = check_cwd(policy, cwd)
     token = secrets.token_hex(16)
     env = build_child_env(os.environ, passthrough=passthrough, tz=config.code_execution.tz,
-                          extra={"EXECENGINE_RUN_TOKEN": token})
+                          extra={"EXECENGINE_RUN_TOKEN": token, **policy.proxy_env()})
     env.pop("PYTHONPATH", None)
+    # `python3` in a command is this host's interpreter (a shim under a private home, such
+    # as pyenv's, would be out of the sandbox's reach)
+    bindir, prefixes = _python()
+    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "/usr/bin:/bin")])
     # the real forms of the roots (each root is listed as written and as resolved)
     writable = tuple(r for r in policy.writable_roots
                      if r == os.path.realpath(r) and os.path.isdir(r))
@@ -82,6 +98,7 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
     readable = tuple(r for r in policy.readable_roots
                      if r == os.path.realpath(r) and os.path.isdir(r) and r not in writable
                      and r not in system)
+    readable += tuple(p for p in prefixes if p not in readable)
     spec = LaunchSpec(argv=[_bash(), "-c", command], env=env, cwd=real_cwd, run_token=token,
                       writable_paths=writable, readable_paths=readable,
                       limits=_limits(config, policy, timeout))

@@ -17,11 +17,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from execengine.childenv import build_child_env
 from execengine.config import Config
+from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import LAUNCHER_EXTRA, POLICY_EXTRA, ExecutionPolicy
+from execengine.confine.proxy import AllowListProxy
 from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
@@ -187,6 +190,11 @@ class Engine:
             policy = ExecutionPolicy.for_execution(
                 self.config, cwd=workdir, level=self.launcher.level,
                 extra_writable=(staging.path,))
+            if policy.network == "allowlist":
+                # the host-side proxy enforcing the allow-list for this execution
+                proxy = stack.enter_context(AllowListProxy(DomainPolicy.of(
+                    policy.allowed_domains, policy.denied_domains)))
+                policy = replace(policy, proxy_port=proxy.port)
             call_extras.setdefault("cwd", workdir)
             call_extras[POLICY_EXTRA] = policy
             if self.launcher.level != "none":
@@ -209,6 +217,7 @@ class Engine:
                         "EXECENGINE_EXEC_ID": exec_id,
                         "EXECENGINE_WATCHDOG_FD": str(watch_r),
                         "EXECENGINE_RUN_TOKEN": run_token,
+                        **policy.proxy_env(),
                     })
                 spec = LaunchSpec(
                     argv=[interpreter, "-m", f"{RUNTIME_PACKAGE}.bootstrap",
@@ -260,8 +269,6 @@ class Engine:
         )
         hint = hint_for(result, names)
         if hint:
-            from dataclasses import replace
-
             result = replace(result, hint=hint)
         return result
 
@@ -310,7 +317,8 @@ class Engine:
         network = policy.network == "on" if policy is not None else ce.network
         return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=cpu,
                             max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
-                            tmp_mb=ce.tmp_mb, network=network)
+                            tmp_mb=ce.tmp_mb, network=network,
+                            proxy_port=policy.proxy_port if policy is not None else None)
 
 
 def execute_code(code: str, *, config: Config | None = None,

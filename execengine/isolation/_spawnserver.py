@@ -365,8 +365,11 @@ def main(argv: list[str]) -> int:
         from execengine.isolation import seccomp
 
         seccomp.load_module()
-        seccomp.compiled(False)  # both filters, compiled once (see seccomp.compiled)
-        seccomp.compiled(True)
+        # every filter, compiled once (see seccomp.compiled; the arguments exactly as
+        # entry.exec_workload passes them: they are the cache key)
+        seccomp.compiled(False, False)
+        seccomp.compiled(True, False)
+        seccomp.compiled(False, True)  # the allow-list proxy's variant
     with sock:
         Server(sock).serve()
     return 0

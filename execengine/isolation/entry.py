@@ -153,11 +153,13 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
             read += [f"/proc/{os.getpid()}", *PROC_FILES]
         landlock.restrict_self(landlock.LandlockPolicy(
             read_paths=tuple(read), write_paths=tuple(ll["write"]),
-            deny_tcp=ll["deny_tcp"], scope=ll["scope"]))
+            deny_tcp=ll["deny_tcp"], scope=ll["scope"],
+            connect_ports=tuple(ll.get("connect_ports", ()))))
     sc = plan.get("seccomp")
     if sc is not None:
         # compiled once in the spawner (inherited through fork): only the load is left
-        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"])))
+        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"]),
+                                                      bool(sc.get("stream_only"))))
     os.execve(plan["argv"][0], plan["argv"], plan["env"])
 
 

@@ -302,6 +302,7 @@ class SandboxLauncher(Launcher):
         for name in ("TMPDIR", "TMP", "TEMP"):
             env[name] = tmp
         network = bool(limits.network) and self.level == "isolated"
+        proxy = limits.proxy_port if not network else None
         plan: dict[str, Any] = {
             "level": self.level,
             "argv": list(spec.argv),
@@ -311,10 +312,11 @@ class SandboxLauncher(Launcher):
             "gid": slot.gid if slot else None,
             "rlimits": Rlimits.from_limits(limits, nproc=self._nproc(slot, limits)).pairs(),
             "landlock": {"read": read, "write": write, "deny_tcp": not network,
+                         "connect_ports": [proxy] if proxy is not None else [],
                          "scope": True, "proc_self": self.level != "isolated"},
-            "seccomp": {"allow_network": network},
+            "seccomp": {"allow_network": network, "stream_only": proxy is not None},
             "cgroup_dirs": list(group.dirs) if group else [],
-            "network": network,
+            "network": self._host_net(limits),
             "fd_targets": list(spec.pass_fds),
         }
         if self.level == "isolated":
@@ -331,6 +333,12 @@ class SandboxLauncher(Launcher):
                 st = os.stat(spec.cwd)
                 plan["idmap"] = [st.st_uid, st.st_gid]
         return plan
+
+    def _host_net(self, limits: LaunchLimits) -> bool:
+        """True when an ``isolated`` sandbox keeps the host's network namespace: network
+        on, or the allow-list proxy on the host's loopback (reached on its port alone)."""
+        return self.level == "isolated" and (bool(limits.network)
+                                             or limits.proxy_port is not None)
 
     @staticmethod
     def _nproc(slot: UidSlot | None, limits: LaunchLimits) -> int | None:
@@ -431,7 +439,7 @@ class SandboxLauncher(Launcher):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
         os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
-        network = bool(spec.limits.network) and self.level == "isolated"
+        network = self._host_net(spec.limits)
         self._limits_seen = spec.limits
         warm = self._pool.take(network)
         slot: UidSlot | None = None

@@ -24,6 +24,10 @@ class LaunchLimits:
     max_file_mb: int = 1024
     tmp_mb: int = 256
     network: bool = False
+    #: the host's allow-list proxy (127.0.0.1:<port>): with ``network`` off, the only TCP
+    #: destination (Landlock port rule, stream sockets only); the sandbox then shares the
+    #: host's network namespace, so the proxy is on its loopback
+    proxy_port: int | None = None
 
 
 @dataclass(frozen=True)

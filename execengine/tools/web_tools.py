@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execengine.config import Config
+from execengine.confine.policy import policy_of
 from execengine.context import ToolContext
 from execengine.registry import ToolSpecs
 from execengine.web.convert import convert
@@ -79,7 +80,15 @@ def search_available(config: Config) -> bool | str:
 
 def _fetcher(ctx: ToolContext) -> Fetcher:
     given = ctx.extra(FETCHER_EXTRA)
-    return given if isinstance(given, Fetcher) else Fetcher.from_config(ctx.config.web)
+    fetcher = given if isinstance(given, Fetcher) else Fetcher.from_config(ctx.config.web)
+    policy = policy_of(ctx)
+    if policy is not None and policy.network == "allowlist":
+        # a script under a network allow-list: its web tools obey the same list
+        from execengine.confine.domains import DomainPolicy, guard_fetcher
+
+        fetcher = guard_fetcher(fetcher, DomainPolicy.of(policy.allowed_domains,
+                                                         policy.denied_domains))
+    return fetcher
 
 
 def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
