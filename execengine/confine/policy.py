@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from execengine.config import Config
+    from execengine.context import ToolContext
 
 #: never readable or writable by a confined tool call, whatever the configuration says
 ALWAYS_DENIED = (
@@ -37,10 +38,6 @@ ALWAYS_DENIED = (
     "/etc/ssl/private", "/root/.ssh",
 )
 NETWORK_MODES = ("off", "allowlist", "on")
-#: key of the policy in a tool call's context extras (until the typed call context lands)
-POLICY_EXTRA = "policy"
-#: key of the launcher that sandboxes a script's terminal commands
-LAUNCHER_EXTRA = "sandbox_launcher"
 
 
 def _real(paths: Iterable[str]) -> tuple[str, ...]:
@@ -123,8 +120,6 @@ class ExecutionPolicy:
                 "denied_domains": list(self.denied_domains)}
 
 
-def policy_of(ctx: Any) -> ExecutionPolicy | None:
+def policy_of(ctx: ToolContext) -> ExecutionPolicy | None:
     """The execution policy a tool call carries (None: no policy, unconfined)."""
-    extra = getattr(ctx, "extra", None)
-    value = extra(POLICY_EXTRA) if callable(extra) else None
-    return value if isinstance(value, ExecutionPolicy) else None
+    return ctx.call.policy

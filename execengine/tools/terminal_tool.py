@@ -15,10 +15,11 @@ from typing import Any
 
 from execengine.approval.gate import check_command
 from execengine.config import Config
-from execengine.confine.policy import LAUNCHER_EXTRA, ExecutionPolicy, policy_of
+from execengine.confine.policy import ExecutionPolicy, policy_of
 from execengine.confine.terminal import AGENT_SANDBOX, AgentSandbox, run_sandboxed
 from execengine.context import ToolContext
 from execengine.launch.base import Launcher
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalError
 from execengine.terminal.session import TERMINAL, TerminalService
@@ -118,7 +119,7 @@ def _sandbox(ctx: ToolContext) -> tuple[Launcher, ExecutionPolicy] | None:
     agent's in the ``terminal.isolation`` sandbox, if configured; else None (the host)."""
     policy = policy_of(ctx)
     if ctx.origin == "execute_code":
-        launcher = ctx.extra(LAUNCHER_EXTRA)
+        launcher = ctx.call.sandbox_launcher
         if policy is not None and launcher is not None and policy.level != "none":
             return launcher, policy
         return None
@@ -146,8 +147,8 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         return _refused("workdir must be a string", "error")
-    if ctx.origin == "execute_code" and workdir is None and ctx.extra("cwd"):
-        workdir = ctx.extra("cwd")  # the execution's working directory
+    if ctx.origin == "execute_code" and workdir is None and ctx.call.cwd:
+        workdir = ctx.call.cwd  # the execution's working directory
     sandbox = _sandbox(ctx)
     verdict = check_command(command, ctx, sandboxed=sandbox is not None)
     if not verdict.allowed:
@@ -167,7 +168,7 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 timeout=timeout or ctx.config.terminal.timeout,
                 max_output_chars=ctx.config.terminal.max_output_chars,
                 passthrough=tuple(ctx.registry.env_passthrough),
-                interrupt=ctx.extra("interrupt"))
+                interrupt=ctx.call.interrupt)
         except TerminalError as exc:
             return _refused(str(exc), "error")
         return {**_result(result), "sandbox": policy.level}
@@ -219,7 +220,9 @@ def process(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                          f"{', '.join(known) or 'none'}"}
 
 
+#: scripts run foreground commands only: the background and pty parameters are hidden
 specs.register("terminal", "terminal", TERMINAL_SCHEMA, terminal, check_fn=check_terminal,
-               emoji="💻")
+               emoji="💻", policy=ToolPolicy(script_callable=True,
+                                            hidden_params=frozenset({"background", "pty"})))
 specs.register("process", "terminal", PROCESS_SCHEMA, process, check_fn=check_terminal,
                emoji="⚙️")

@@ -16,6 +16,7 @@ from typing import Any
 from execengine.config import Config
 from execengine.confine.policy import policy_of
 from execengine.context import ToolContext
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 from execengine.web.convert import convert
 from execengine.web.errors import WebError
@@ -37,9 +38,6 @@ log = logging.getLogger(__name__)
 MAX_URLS = 20
 MAX_PARALLEL = 8
 SPILL = "web.spill"
-#: host extras: a ``Fetcher`` or ``SearchProvider`` to use instead of the configured ones
-FETCHER_EXTRA = "web_fetcher"
-PROVIDER_EXTRA = "web_search_provider"
 
 WEB_SEARCH_SCHEMA = {
     "description": "Search the web. Returns up to `limit` results, each with title, url and "
@@ -79,8 +77,8 @@ def search_available(config: Config) -> bool | str:
 
 
 def _fetcher(ctx: ToolContext) -> Fetcher:
-    given = ctx.extra(FETCHER_EXTRA)
-    fetcher = given if isinstance(given, Fetcher) else Fetcher.from_config(ctx.config.web)
+    given = ctx.call.fetcher
+    fetcher = given if given is not None else Fetcher.from_config(ctx.config.web)
     policy = policy_of(ctx)
     if policy is not None and policy.network == "allowlist":
         # a script under a network allow-list: its web tools obey the same list
@@ -105,7 +103,7 @@ def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     secret = api_key(getattr(web, web.provider)) if web.provider in ("brave", "tavily") else None
     provider: SearchProvider
     try:
-        given = ctx.extra(PROVIDER_EXTRA)
+        given = ctx.call.search_provider
         provider = given if given is not None else make_provider(web, _fetcher(ctx))
         results = provider.search(query.strip(), limit)
     except WebError as exc:
@@ -183,6 +181,10 @@ def extract_one(url: Any, fetcher: Fetcher, store: SpillStore, limit: int) -> di
     return entry
 
 
+#: web_search holds the provider's API key: in a distributed batch it is served on the driver
 specs.register("web_search", "web", WEB_SEARCH_SCHEMA, web_search,
-               check_fn=search_available, emoji="🔍")
-specs.register("web_extract", "web", WEB_EXTRACT_SCHEMA, web_extract, emoji="🌐")
+               check_fn=search_available, emoji="🔍",
+               policy=ToolPolicy(script_callable=True, read_only=True, parallel_safe=True,
+                                 driver_held=True))
+specs.register("web_extract", "web", WEB_EXTRACT_SCHEMA, web_extract, emoji="🌐",
+               policy=ToolPolicy(script_callable=True, read_only=True, parallel_safe=True))

@@ -7,7 +7,7 @@ from test_matcher import BLOCKED, FLAGGED, NOT_FLAGGED  # same folder (rootdir i
 
 from execengine.approval.approver import ApprovalRequest, Decision
 from execengine.approval.gate import check_command
-from execengine.context import ToolContext
+from execengine.context import CallContext, ToolContext
 from execengine.registry import ToolRegistry
 
 
@@ -28,7 +28,8 @@ def prompts(sandboxed: bool) -> tuple[int, int, int]:
     allowed = blocked = 0
     with ToolRegistry() as reg:
         for command in [c for c, _ in FLAGGED] + [c for c, _ in BLOCKED] + NOT_FLAGGED:
-            ctx = ToolContext(reg, reg.config, "t", "execute_code", {"approver": host})
+            ctx = ToolContext(reg, reg.config,
+                              CallContext(task_id="t", origin="execute_code", approver=host))
             verdict = check_command(command, ctx, sandboxed=sandboxed)
             allowed += verdict.allowed
             blocked += verdict.status == "blocked"
@@ -46,7 +47,7 @@ def test_the_sandbox_removes_every_prompt_and_keeps_every_hard_block():
 
 def test_a_sandboxed_verdict_says_so():
     with ToolRegistry() as reg:
-        ctx = ToolContext(reg, reg.config, "t", "execute_code", {})
+        ctx = ToolContext(reg, reg.config, CallContext(task_id="t", origin="execute_code"))
         verdict = check_command("rm -rf /tmp/project", ctx, sandboxed=True)
     assert verdict.allowed and verdict.status == "sandboxed"
     assert "recursive" in " ".join(verdict.descriptions)

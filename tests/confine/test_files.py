@@ -11,6 +11,7 @@ import pytest
 from execengine.config import Config
 from execengine.confine.files import checked_open
 from execengine.confine.policy import ExecutionPolicy
+from execengine.context import CallContext
 from execengine.fileops.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.fileops.textio import atomic_write
@@ -40,11 +41,12 @@ def registry():
 
 
 def call(registry, work, tool, args, *, confined=True, config=None):
-    extras = {"cwd": str(work)}
+    policy = None
     if confined:
-        extras["policy"] = ExecutionPolicy.for_execution(config or Config(), cwd=str(work),
-                                                         level="restricted")
-    return json.loads(registry.dispatch(tool, args, origin="execute_code", **extras))
+        policy = ExecutionPolicy.for_execution(config or Config(), cwd=str(work),
+                                               level="restricted")
+    context = CallContext(origin="execute_code", cwd=str(work), policy=policy)
+    return json.loads(registry.dispatch(tool, args, context))
 
 
 READS = [("read_file", {"path": "{secret}"}), ("read_file", {"path": "link_file"}),
@@ -146,7 +148,7 @@ def test_agent_calls_follow_policy_agent_calls(world):
         config = Config().with_overrides({"policy.agent_calls": mode})
         reg = ToolRegistry.with_builtins(config)
         try:
-            res = reg.dispatch("read_file", {"path": str(secret)}, cwd=str(work))
+            res = reg.dispatch("read_file", {"path": str(secret)}, CallContext(cwd=str(work)))
         finally:
             reg.close()
         assert ("TOP SECRET" in res) is leaks, res
