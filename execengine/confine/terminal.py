@@ -21,10 +21,13 @@ import shutil
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
+from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
+from execengine.confine.proxy import AllowListProxy
 from execengine.engine.capture import OutputCapture
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError
@@ -135,6 +138,7 @@ class AgentSandbox:
         self.registry = registry
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
+        self._proxy: AllowListProxy | None = None
         self._closed = False
 
     @property
@@ -157,14 +161,29 @@ class AgentSandbox:
             return self._launcher
 
     def policy(self, cwd: str) -> ExecutionPolicy:
+        """The policy of a command run in ``cwd`` (writable there only); under a network
+        allow-list the commands share one proxy, started on first use."""
         launcher = self.launcher()
         level = launcher.level if launcher is not None else "none"
-        return ExecutionPolicy.for_execution(self.registry.config, cwd=cwd, level=level)
+        policy = ExecutionPolicy.for_execution(self.registry.config, cwd=cwd, level=level)
+        if policy.network != "allowlist":
+            return policy
+        with self._lock:
+            if self._closed:
+                raise TerminalError("the terminal sandbox is closed")
+            if self._proxy is None:
+                self._proxy = AllowListProxy(DomainPolicy.of(policy.allowed_domains,
+                                                             policy.denied_domains))
+            port = self._proxy.port
+        return replace(policy, proxy_port=port)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             launcher, self._launcher = self._launcher, None
+            proxy, self._proxy = self._proxy, None
+        if proxy is not None:
+            proxy.close()
         if launcher is not None:
             with contextlib.suppress(Exception):
                 launcher.close()
