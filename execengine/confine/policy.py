@@ -68,6 +68,8 @@ class ExecutionPolicy:
     cwd: str = "/"
     #: the port of the allow-list proxy on the host's loopback (``network: allowlist``)
     proxy_port: int | None = None
+    #: the same proxy's Unix socket (bridged into an ``isolated`` sandbox's namespace)
+    proxy_socket: str | None = None
 
     @classmethod
     def for_execution(cls, config: Config, *, cwd: str, level: str,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import selectors
 import socket
 import threading
@@ -38,17 +39,30 @@ CONNECT_TIMEOUT = 10.0
 
 
 class AllowListProxy:
-    """Listens on ``127.0.0.1:<port>`` (``port=0``: any free one). A context manager."""
+    """Listens on ``127.0.0.1:<port>`` (``port=0``: any free one) and, with ``unix_path``,
+    on that Unix socket too (what a sandbox in its own network namespace reaches through
+    its bridge, see :mod:`execengine.isolation.bridge`). A context manager."""
 
     def __init__(self, domains: DomainPolicy, *, resolver: Resolver = system_resolver,
-                 host: str = "127.0.0.1", port: int = 0,
+                 host: str = "127.0.0.1", port: int = 0, unix_path: str | None = None,
                  connector: Callable[[str, int], socket.socket] | None = None) -> None:
         self.domains = domains
         self.resolver = resolver
         self._connector = connector or (
             lambda addr, p: socket.create_connection((addr, p), CONNECT_TIMEOUT))
         self._listener = socket.create_server((host, port))
-        self._listener.settimeout(0.2)
+        self._listeners = [self._listener]
+        self.unix_path = unix_path
+        if unix_path is not None:
+            unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                unix.bind(unix_path)
+                unix.listen(64)
+            except OSError:
+                unix.close()
+                self._listener.close()
+                raise
+            self._listeners.append(unix)
         self.address = self._listener.getsockname()[:2]
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
@@ -74,7 +88,11 @@ class AllowListProxy:
             return
         self._closed.set()
         self._thread.join(5.0)
-        self._listener.close()
+        for listener in self._listeners:
+            listener.close()
+        if self.unix_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.unix_path)
         with self._lock:
             conns, threads = list(self._conns), list(self._threads)
         for conn in conns:
@@ -93,22 +111,33 @@ class AllowListProxy:
 
     # -- serving -----------------------------------------------------------------------
     def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
+        sel = selectors.DefaultSelector()
+        for listener in self._listeners:
+            sel.register(listener, selectors.EVENT_READ)
+        try:
+            while not self._closed.is_set():
+                for key, _ in sel.select(0.2):
+                    ready = key.fileobj
+                    assert isinstance(ready, socket.socket)
+                    try:
+                        conn, _ = ready.accept()
+                    except OSError:
+                        continue
+                    self._start(conn)
+        finally:
+            sel.close()
+
+    def _start(self, conn: socket.socket) -> None:
+        conn.setblocking(True)
+        with self._lock:
+            if len(self._threads) >= MAX_CONNECTIONS:
+                conn.close()
                 return
-            with self._lock:
-                if len(self._threads) >= MAX_CONNECTIONS:
-                    conn.close()
-                    continue
-                self._conns.add(conn)
-                t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                     name="execengine-proxy-conn")
-                self._threads.add(t)
-            t.start()
+            self._conns.add(conn)
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                                 name="execengine-proxy-conn")
+            self._threads.add(t)
+        t.start()
 
     def _serve(self, conn: socket.socket) -> None:
         upstream: socket.socket | None = None

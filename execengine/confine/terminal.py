@@ -75,7 +75,7 @@ def _limits(config: Config, policy: ExecutionPolicy, timeout: float) -> LaunchLi
     return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=int(timeout) + 1,
                         max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
                         tmp_mb=ce.tmp_mb, network=policy.network == "on",
-                        proxy_port=policy.proxy_port)
+                        proxy_port=policy.proxy_port, proxy_socket=policy.proxy_socket)
 
 
 def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
@@ -139,6 +139,7 @@ class AgentSandbox:
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._proxy: AllowListProxy | None = None
+        self._proxy_dir = ""
         self._closed = False
 
     @property
@@ -172,10 +173,14 @@ class AgentSandbox:
             if self._closed:
                 raise TerminalError("the terminal sandbox is closed")
             if self._proxy is None:
-                self._proxy = AllowListProxy(DomainPolicy.of(policy.allowed_domains,
-                                                             policy.denied_domains))
-            port = self._proxy.port
-        return replace(policy, proxy_port=port)
+                from execengine.rpc.channel import make_socket_dir
+
+                self._proxy_dir = make_socket_dir()
+                self._proxy = AllowListProxy(
+                    DomainPolicy.of(policy.allowed_domains, policy.denied_domains),
+                    unix_path=os.path.join(self._proxy_dir, "proxy.sock"))
+            port, path = self._proxy.port, self._proxy.unix_path
+        return replace(policy, proxy_port=port, proxy_socket=path)
 
     def close(self) -> None:
         with self._lock:
@@ -184,6 +189,7 @@ class AgentSandbox:
             proxy, self._proxy = self._proxy, None
         if proxy is not None:
             proxy.close()
+            shutil.rmtree(self._proxy_dir, ignore_errors=True)
         if launcher is not None:
             with contextlib.suppress(Exception):
                 launcher.close()

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import tempfile
 import threading
 import time
@@ -53,7 +54,7 @@ from execengine.hostdirs import sweep
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
-from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
+from execengine.rpc.channel import SOCKET_DIR_PREFIX, make_socket_dir, socket_roots
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 log = logging.getLogger(__name__)
@@ -202,10 +203,15 @@ class Engine:
                 self.config, cwd=workdir, level=self.launcher.level,
                 extra_writable=(staging.path,))
             if policy.network == "allowlist":
-                # the host-side proxy enforcing the allow-list for this execution
-                proxy = stack.enter_context(AllowListProxy(DomainPolicy.of(
-                    policy.allowed_domains, policy.denied_domains)))
-                policy = replace(policy, proxy_port=proxy.port)
+                # the host-side proxy enforcing the allow-list for this execution, on the
+                # loopback and on a Unix socket in a private folder (bridged into an
+                # isolated sandbox's own network namespace)
+                proxy_dir = make_socket_dir()
+                stack.callback(shutil.rmtree, proxy_dir, True)
+                proxy = stack.enter_context(AllowListProxy(
+                    DomainPolicy.of(policy.allowed_domains, policy.denied_domains),
+                    unix_path=os.path.join(proxy_dir, "proxy.sock")))
+                policy = replace(policy, proxy_port=proxy.port, proxy_socket=proxy.unix_path)
             # the script's tool calls: its cwd, its policy, and (in a sandbox) the launcher
             # its terminal commands run through
             call = call.replace(
@@ -330,7 +336,8 @@ class Engine:
         return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=cpu,
                             max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
                             tmp_mb=ce.tmp_mb, network=network,
-                            proxy_port=policy.proxy_port if policy is not None else None)
+                            proxy_port=policy.proxy_port if policy is not None else None,
+                            proxy_socket=policy.proxy_socket if policy is not None else None)
 
 
 def execute_code(code: str, *, config: Config | None = None,

@@ -51,6 +51,7 @@ import socket
 import traceback
 from typing import Any
 
+from execengine.isolation import bridge as proxy_bridge
 from execengine.isolation import landlock, mounts
 from execengine.isolation import seccomp as seccomp_layer
 
@@ -130,6 +131,12 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
     for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
+    bridge = plan.get("proxy_bridge")
+    if bridge:
+        # the sandbox's own network namespace: loopback up, the host's proxy bridged in
+        proxy_bridge.loopback_up()
+        proxy_bridge.start(int(bridge["port"]), str(bridge["socket"]), plan.get("uid"),
+                           plan.get("gid"))
     _place_fds(stdio, passed, plan["fd_targets"])
     os.chdir(plan["cwd"])
     os.umask(0o022)

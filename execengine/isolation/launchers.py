@@ -319,10 +319,15 @@ class SandboxLauncher(Launcher):
             "network": self._host_net(limits),
             "fd_targets": list(spec.pass_fds),
         }
+        if self._bridged(limits):
+            assert limits.proxy_socket is not None
+            plan["proxy_bridge"] = {"port": limits.proxy_port, "socket": limits.proxy_socket}
         if self.level == "isolated":
+            proxy_dir = ([os.path.dirname(limits.proxy_socket)]
+                         if self._bridged(limits) and limits.proxy_socket else [])
             plan["mounts"] = {
                 "new_root": NEW_ROOT,
-                "read": [*interp, *spec.readable_paths,
+                "read": [*interp, *spec.readable_paths, *proxy_dir,
                          *([] if spec.cwd in spec.writable_paths else [spec.cwd])],
                 "write": list(spec.writable_paths),
                 "socket_dir": spec.socket_dir,
@@ -336,9 +341,16 @@ class SandboxLauncher(Launcher):
 
     def _host_net(self, limits: LaunchLimits) -> bool:
         """True when an ``isolated`` sandbox keeps the host's network namespace: network
-        on, or the allow-list proxy on the host's loopback (reached on its port alone)."""
-        return self.level == "isolated" and (bool(limits.network)
-                                             or limits.proxy_port is not None)
+        on, or the allow-list proxy reached on the host's loopback (no Unix socket to
+        bridge it into a namespace of its own)."""
+        return self.level == "isolated" and (
+            bool(limits.network)
+            or (limits.proxy_port is not None and limits.proxy_socket is None))
+
+    def _bridged(self, limits: LaunchLimits) -> bool:
+        """The proxy bridged into the sandbox's own network namespace (``isolated``)."""
+        return (self.level == "isolated" and not limits.network
+                and limits.proxy_port is not None and limits.proxy_socket is not None)
 
     @staticmethod
     def _nproc(slot: UidSlot | None, limits: LaunchLimits) -> int | None:
@@ -470,6 +482,8 @@ class SandboxLauncher(Launcher):
                 if spec.socket_dir:
                     # to this slot's uid only: another sandbox must not reach the socket
                     self._grant_sockets(spec.socket_dir, slot)
+                if spec.limits.proxy_socket and self._bridged(spec.limits):
+                    self._grant_sockets(os.path.dirname(spec.limits.proxy_socket), slot)
             plan = self._plan(spec, slot, group, tmp_path, interp)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

@@ -25,9 +25,12 @@ class LaunchLimits:
     tmp_mb: int = 256
     network: bool = False
     #: the host's allow-list proxy (127.0.0.1:<port>): with ``network`` off, the only TCP
-    #: destination (Landlock port rule, stream sockets only); the sandbox then shares the
-    #: host's network namespace, so the proxy is on its loopback
+    #: destination (Landlock port rule, stream sockets only); without ``proxy_socket`` an
+    #: ``isolated`` sandbox shares the host's network namespace to reach it
     proxy_port: int | None = None
+    #: the same proxy's Unix socket: at ``isolated`` the sandbox then gets its own, empty
+    #: network namespace, where a bridge on ``127.0.0.1:<proxy_port>`` relays to it
+    proxy_socket: str | None = None
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ SCRIPT = """
 import json, os, socket, urllib.request
 from hermes_tools import terminal, web_extract
 res = {{"proxy": os.environ.get("HTTPS_PROXY", "")}}
+with open("/proc/net/dev") as fh:  # the interfaces of the script's network namespace
+    res["ifaces"] = sorted(line.split(":")[0].strip() for line in fh.readlines()[2:])
 def get(url):
     try:
         return urllib.request.urlopen(url, timeout=10).read().decode()
@@ -111,3 +113,6 @@ def test_only_listed_domains_are_reachable(level, origin, tmp_path):
     assert res["direct"] != "connected", res
     assert not datagram and res["udp"] != "sent", res
     assert "REACHED" in res["terminal"], res  # a sandboxed command uses the proxy too
+    if level == "isolated":
+        # its own network namespace: only a loopback, the proxy bridged in from the host
+        assert res["ifaces"] == ["lo"], res
