@@ -314,7 +314,10 @@ class SandboxLauncher(Launcher):
             "landlock": {"read": read, "write": write, "deny_tcp": not network,
                          "connect_ports": [proxy] if proxy is not None else [],
                          "scope": True, "proc_self": self.level != "isolated"},
-            "seccomp": {"allow_network": network, "stream_only": proxy is not None},
+            # bridged (isolated): an empty namespace of its own is the boundary; otherwise
+            # the host's: stream sockets only, connects to the proxy's port only
+            "seccomp": {"allow_network": network or self._bridged(limits),
+                        "stream_only": proxy is not None and not self._bridged(limits)},
             "cgroup_dirs": list(group.dirs) if group else [],
             "network": self._host_net(limits),
             "fd_targets": list(spec.pass_fds),

@@ -78,9 +78,12 @@ MSG_FASTOPEN = 0x20000000
 
 def build_filter(allow_network: bool = False, stream_only: bool = False) -> Any:
     """The filter object (not loaded). ``allow_network`` permits non-Unix sockets;
-    ``stream_only`` (the allow-list proxy) permits only Unix and stream sockets, whose
-    connects Landlock confines to the proxy's port: no UDP, no raw sockets, no TCP fast
-    open."""
+    ``stream_only`` (the allow-list proxy in the host's network namespace) permits only
+    Unix and stream sockets, whose connects Landlock confines to the proxy's port: no UDP,
+    no raw sockets, no TCP fast open, and no ``listen`` (an unbound socket that listens
+    gets an ephemeral port on every host address, which Landlock's bind rule does not
+    see: a way *in*; the filter cannot tell a Unix socket's listen from it, so both are
+    refused)."""
     sc = load_module()
     flt = sc.SyscallFilter(sc.ALLOW)
     eperm = sc.ERRNO(errno.EPERM)
@@ -114,6 +117,7 @@ def build_filter(allow_network: bool = False, stream_only: bool = False) -> Any:
         _rule(sc, flt, eperm, "sendmsg", sc.Arg(2, sc.MASKED_EQ, MSG_FASTOPEN, MSG_FASTOPEN))
         _rule(sc, flt, eperm, "setsockopt", sc.Arg(1, sc.EQ, socket.IPPROTO_TCP),
               sc.Arg(2, sc.EQ, 30))  # TCP_FASTOPEN_CONNECT
+        _rule(sc, flt, eperm, "listen")
     elif not allow_network:
         _rule(sc, flt, sc.ERRNO(errno.EAFNOSUPPORT), "socket",
               sc.Arg(0, sc.NE, socket.AF_UNIX))
