@@ -53,6 +53,9 @@ class ToolEntry:
     agent_level: bool = False
     schema_patch: SchemaPatch | None = None
     source: str = ""
+    #: the tool's result when a ``pre_tool_call`` hook refuses the call (default:
+    #: ``{"error": "Tool call refused: <reason>"}``)
+    refusal: Callable[[str], str] | None = None
 
     @property
     def parameters(self) -> Mapping[str, Any]:
@@ -145,6 +148,7 @@ class ToolRegistry:
         schema_patch: SchemaPatch | None = None,
         override: bool = False,
         source: str = "",
+        refusal: Callable[[str], str] | None = None,
     ) -> ToolEntry:
         """Register a tool; see the module docstring for the conflict rule."""
         normalized = normalize_function_schema(name, schema)
@@ -168,6 +172,7 @@ class ToolRegistry:
             agent_level=name in AGENT_LEVEL_TOOLS if agent_level is None else agent_level,
             schema_patch=schema_patch,
             source=source,
+            refusal=refusal,
         )
         with self._lock:
             held = self._tools.get(name)

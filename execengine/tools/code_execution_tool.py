@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
 from execengine.engine.allowed import SANDBOX_TOOLS, allowed_tools
 from execengine.engine.core import Engine
+from execengine.engine.result import no_code_result, refused_result
 from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
 
 specs = ToolSpecs()
@@ -121,17 +123,24 @@ def _engine(registry: ToolRegistry) -> Engine:
 def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     if ctx.origin == "execute_code":
         return '{"error": "execute_code cannot be called from a script"}'
+    code = str(args.get("code") or "")
+    if not code.strip():
+        return no_code_result().to_json()
     engine = ctx.service(ENGINE_SERVICE, _engine)
     enabled = ctx.extra("enabled_toolsets")
     tools = ctx.extra("enabled_tools")
-    if not engine.allowed_tools(enabled, tools):
+    names = engine.allowed_tools(enabled, tools)
+    if not names:
         import json
 
         return json.dumps({"status": "error", "error": unavailable_reason()})
+    verdict = approve(code, ctx, ScriptScope(engine.launcher.level, tuple(names)))
+    if not verdict.allowed:
+        return refused_result(verdict.message, "approval").to_json()
     extras = {k: v for k, v in ctx.extras.items()
               if k not in ("enabled_toolsets", "enabled_tools", "interrupt")}
     result = engine.execute(
-        str(args.get("code") or ""),
+        code,
         task_id=ctx.task_id,
         cwd=ctx.extra("cwd"),
         enabled_toolsets=enabled,
@@ -142,5 +151,21 @@ def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     return result.to_json()
 
 
+def approve(code: str, ctx: ToolContext, scope: ScriptScope) -> ScriptVerdict:
+    """The whole-script gate (:mod:`execengine.approval.script`) with this call's approver,
+    classifier and session; an "always" answer is added to approvals.command_allowlist."""
+    from execengine.approval.gate import APPROVALS, ApprovalState, _persist
+
+    return check_script(
+        code, scope, ctx.config.approvals, ctx.service(APPROVALS, ApprovalState),
+        session=ctx.task_key, origin=ctx.origin, approver=ctx.extra("approver"),
+        classifier=ctx.extra("classifier"), persist=lambda key: _persist(ctx, (key,)))
+
+
+def refused(message: str) -> str:
+    """A ``pre_tool_call`` hook's refusal, as an execute_code result (nothing started)."""
+    return refused_result(message, "hook").to_json()
+
+
 specs.register("execute_code", "code_execution", SCHEMA, execute_code,
-               schema_patch=patch_schema, emoji="🐍")
+               schema_patch=patch_schema, emoji="🐍", refusal=refused)

@@ -66,7 +66,7 @@ def test_timeout_keeps_output_and_kills_sigterm_ignorer(engine):
     assert time.monotonic() - t0 < 1.0 + 0.5 + 3  # timeout + grace + sweep bound
     assert r.status == "timeout" and r.exit_code == -9
     assert r.error == "Script timed out after 1s and was killed."
-    assert r.output == "partial\n\nScript timed out after 1s and was killed."
+    assert r.output == "partial\n\n⏰ Script timed out after 1s and was killed."
 
 
 def test_interrupt_from_another_thread_escalates(engine):
@@ -304,7 +304,9 @@ def test_stdout_flood_binary_and_ansi(make_engine):
     assert r.stdout_truncated and r.stdout_bytes_total > 2_000_000
     assert r.output.startswith("HEAD-MARK red \ufffd\ufffd bad bytes")
     assert r.output.rstrip().endswith("TAIL-MARK")
-    assert f"{r.stdout_bytes_omitted:,} of {r.stdout_bytes_total:,} bytes omitted" in r.output
+    assert "... [OUTPUT TRUNCATED - " in r.output
+    assert (f"[full output: {r.full_output_path} holds all {r.stdout_bytes_total:,} bytes of "
+            "the script's raw stdout, before ANSI stripping and secret redaction]") in r.output
     assert "\x1b" not in r.output
     assert os.path.getsize(r.full_output_path) == r.stdout_bytes_total
     os.unlink(r.full_output_path)
