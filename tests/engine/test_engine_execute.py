@@ -38,8 +38,8 @@ def test_success_keeps_stderr_warnings(engine):
 def test_exception_is_error_with_traceback(engine):
     r = run(engine, "print('before')\nraise ValueError('nope')")
     assert r.status == "error" and r.exit_code == 1
-    assert r.output == "before\n"
     assert "ValueError: nope" in r.error and "bootstrap" not in r.error
+    assert r.output == "before\n" + "\n\n--- stderr ---\n" + r.error
 
 
 def test_nonzero_exit_without_stderr(engine):
