@@ -29,6 +29,17 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run_chat)
 
 
+def _terminal_approver(config: Any) -> dict[str, Any] | None:
+    """On a terminal, dangerous commands and unconfined scripts are asked about there (the
+    question on stderr, the answer from stdin); otherwise the approval policy decides."""
+    if not sys.stdin.isatty():
+        return None
+    from execengine.approval import PromptApprover
+
+    return {"approver": PromptApprover(sys.stdin, sys.stderr,
+                                       timeout=config.approvals.timeout)}
+
+
 def run_chat(args: argparse.Namespace) -> int:
     from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
     from execengine.agent.pipeline import TurnOutcome
@@ -56,6 +67,7 @@ def run_chat(args: argparse.Namespace) -> int:
         result = run_conversation(
             args.prompt, registry=registry, model=client, toolsets=toolsets,
             system_prompt=args.system, max_iterations=args.max_iterations, on_turn=progress,
+            extras=_terminal_approver(config),
         )
     ok = result.stop_reason in ("answer", "budget")
     if args.json:
