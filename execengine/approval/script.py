@@ -101,6 +101,11 @@ class ScriptScope:
     own (so the script can reach nothing outside its sandbox that the agent could not reach
     with a direct, checked call), and that per-call approval is on (``approvals.mode`` is
     not ``allow``, which would let a script's terminal commands through unchecked).
+
+    Those calls still act on the host with the agent's authority, not within the script's
+    own writable roots: the gate removes the bypass of the per-call checks, not the checks'
+    limits. An execution policy that confines tool calls to the script's roots belongs in
+    :meth:`tool_calls_confined` when it exists.
     """
 
     level: str
