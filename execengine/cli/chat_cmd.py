@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from execengine.cli._common import config_from, print_json, registry_from
+
+if TYPE_CHECKING:
+    from execengine.context import CallContext
 
 
 def add_parser(sub: Any) -> None:
@@ -29,20 +32,22 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run_chat)
 
 
-def _terminal_approver(config: Any) -> dict[str, Any] | None:
+def _terminal_approver(config: Any) -> CallContext | None:
     """On a terminal, dangerous commands and unconfined scripts are asked about there (the
     question on stderr, the answer from stdin); otherwise the approval policy decides."""
     if not sys.stdin.isatty():
         return None
     from execengine.approval import PromptApprover
+    from execengine.context import CallContext
 
-    return {"approver": PromptApprover(sys.stdin, sys.stderr,
-                                       timeout=config.approvals.timeout)}
+    return CallContext(approver=PromptApprover(sys.stdin, sys.stderr,
+                                               timeout=config.approvals.timeout))
 
 
 def run_chat(args: argparse.Namespace) -> int:
     from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
     from execengine.agent.pipeline import TurnOutcome
+    from execengine.engine import Engine
 
     if args.max_iterations is not None and args.max_iterations < 1:
         print("execengine: error: --max-iterations must be at least 1", file=sys.stderr)
@@ -64,11 +69,12 @@ def run_chat(args: argparse.Namespace) -> int:
         if toolsets is not None:
             registry.resolve_toolsets(toolsets)  # unknown names fail before any model call
         install_agent_handlers(registry)
-        result = run_conversation(
-            args.prompt, registry=registry, model=client, toolsets=toolsets,
-            system_prompt=args.system, max_iterations=args.max_iterations, on_turn=progress,
-            extras=_terminal_approver(config),
-        )
+        with Engine(config, registry):  # runs the registry's execute_code calls
+            result = run_conversation(
+                args.prompt, registry=registry, model=client, toolsets=toolsets,
+                system_prompt=args.system, max_iterations=args.max_iterations,
+                on_turn=progress, context=_terminal_approver(config),
+            )
     ok = result.stop_reason in ("answer", "budget")
     if args.json:
         print_json({

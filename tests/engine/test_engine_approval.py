@@ -9,6 +9,7 @@ import pytest
 from _engine_helpers import Recorder, engine_config, make_registry
 
 from execengine.approval.approver import Answer, ApprovalRequest, Decision
+from execengine.context import CallContext
 from execengine.dispatch import Refuse
 from execengine.engine import Engine
 from execengine.registry import ToolRegistry
@@ -33,7 +34,7 @@ class Host:
 def tool(leakcheck):
     """``tool(**config) -> (registry, recorder)``: the execute_code tool on a registry whose
     engine launches through a recorder at level ``none`` (so nothing is confined)."""
-    made: list[ToolRegistry] = []
+    made: list[tuple[ToolRegistry, Engine]] = []
 
     def make(**over: object) -> tuple[ToolRegistry, Recorder]:
         cfg = engine_config().with_overrides(over)
@@ -41,18 +42,17 @@ def tool(leakcheck):
         reg.apply(code_execution_tool.specs)
         recorder = Recorder()
         leakcheck.append(recorder)
-        reg.service(code_execution_tool.ENGINE_SERVICE,
-                    lambda r: Engine(config=r.config, registry=r, launcher=recorder))
-        made.append(reg)
+        made.append((reg, Engine(cfg, reg, launcher=recorder)))
         return reg, recorder
 
     yield make
-    for reg in made:
+    for reg, engine in made:
         reg.close()
+        engine.close()
 
 
 def run(reg: ToolRegistry, code: str, **kw: object) -> dict:
-    return json.loads(reg.dispatch("execute_code", {"code": code}, **kw))
+    return json.loads(reg.dispatch("execute_code", {"code": code}, CallContext(**kw)))
 
 
 def test_headless_deny_returns_blocked_and_nothing_starts(tool, tmp_path):
@@ -96,7 +96,7 @@ def test_policy_allow_and_deny(tool):
 def test_empty_code_and_unavailable_come_before_approval(tool):
     reg, _ = tool(**{"approvals.mode": "deny"})
     assert run(reg, "  ")["error"] == "No code provided."
-    d = run(reg, "print(1)", enabled_toolsets=["code_execution", "memory"])
+    d = run(reg, "print(1)", enabled_toolsets=("code_execution", "memory"))
     assert "unavailable" in d["error"]
 
 
@@ -128,9 +128,12 @@ def test_a_confined_execution_runs_without_asking():
         pytest.skip("this host offers no confining isolation level")
     reg = make_registry(engine_config())
     reg.apply(code_execution_tool.specs)
+    engine = Engine(reg.config, reg)
     try:
+        assert engine.launcher.level == level
         host = Host(Decision.DENY)
         d = run(reg, "print('confined')", approver=host)
         assert d["status"] == "success" and d["output"] == "confined\n" and host.asked == 0
     finally:
         reg.close()
+        engine.close()
