@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 import tempfile
 import threading
 import time
@@ -35,7 +36,7 @@ from execengine.engine.result import (
 )
 from execengine.engine.spill import prune, spill_dir
 from execengine.engine.staging import (
-    RUNTIME_PACKAGE,
+    BOOTSTRAP_ENTRY,
     RUNTIME_PREFIX,
     STAGING_PREFIX,
     Runtime,
@@ -188,8 +189,11 @@ class Engine:
             workdir = self._workdir(mode, cwd, task_id, staging.path)
             runtime = self.runtime.path
             interpreter = choose(mode, configured=ce.python)
-            watch_r, watch_w = os.pipe()
-            stack.callback(os.close, watch_w)  # EOF for the child's watchdog, at the latest
+            # the watchdog socket: the child says ready on it, and EOF on it tells the child
+            # the host is gone (a socket pair, so one descriptor serves both directions)
+            watch_host, watch_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            stack.callback(watch_host.close)  # EOF for the child's watchdog, at the latest
+            watch_r = watch_child.detach()
             try:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
@@ -202,8 +206,7 @@ class Engine:
                         "EXECENGINE_RUN_TOKEN": run_token,
                     })
                 spec = LaunchSpec(
-                    argv=[interpreter, "-m", f"{RUNTIME_PACKAGE}.bootstrap",
-                          staging.script_path],
+                    argv=[interpreter, "-c", BOOTSTRAP_ENTRY, staging.script_path],
                     env=env, cwd=workdir, run_token=run_token,
                     writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
                     readable_paths=(staging.path, runtime),
@@ -215,7 +218,7 @@ class Engine:
                 os.close(watch_r)
             outcome = supervise(child, stdout=stdout, stderr=stderr, timeout=limit,
                                 kill_grace=ce.kill_grace, interrupt=interrupt,
-                                hello=channel.hello, hello_timeout=ce.hello_timeout)
+                                ready=watch_host, hello_timeout=ce.hello_timeout)
             calls = channel.tool_calls_made
         out, err = stdout.result(), stderr.result()
         text, error, status = out.text, None, "success"

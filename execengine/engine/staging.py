@@ -25,6 +25,9 @@ from execengine._resources import sandbox_dir
 from execengine.hostdirs import make_dir
 
 RUNTIME_PACKAGE = "_execengine"
+#: the child's ``python -c`` program (``-c`` rather than ``-m``: no runpy at start-up);
+#: the same text as ``sandbox/bootstrap.py``'s ``ENTRY``
+BOOTSTRAP_ENTRY = f"import sys; from {RUNTIME_PACKAGE}.bootstrap import main; sys.exit(main())"
 #: directory name prefixes (followed by the owner tag, see :mod:`execengine.hostdirs`)
 STAGING_PREFIX = "execengine-run-"
 RUNTIME_PREFIX = "execengine-runtime-"
