@@ -182,7 +182,8 @@ class Engine:
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
         with contextlib.ExitStack() as stack:
-            staging = stack.enter_context(Staging(code, stub))
+            staging = stack.enter_context(Staging(code))
+            stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
             channel = stack.enter_context(self.server.open(
                 exec_id=exec_id, token=token, allowed=names, handler=handler,
                 max_tool_calls=ce.max_tool_calls))
@@ -198,7 +199,7 @@ class Engine:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": self._pythonpath(mode, staging.path, runtime, workdir),
+                        "PYTHONPATH": self._pythonpath(mode, stub_dir, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -250,11 +251,11 @@ class Engine:
         return result
 
     @staticmethod
-    def _pythonpath(mode: str, staging: str, runtime: str, workdir: str) -> str:
+    def _pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
         """The stub's directory and the runtime first; in project mode the project directory
         and the host's PYTHONPATH follow, so scripts import the project's packages as its
         code does."""
-        parts = [staging, runtime]
+        parts = [stub_dir, runtime]
         if mode == "project":
             parts.append(workdir)
             parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
