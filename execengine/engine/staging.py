@@ -7,8 +7,8 @@ Layout (the contract with the child runtime in ``sandbox/``)::
     <runtime>/stubs/<hash>/hermes_tools.py the rendered stub of one tool set, compiled once
 
 ``<staging>`` is private (0700) and is removed on close, whatever the outcome; the stub's
-directory goes first on the child's ``PYTHONPATH``. Both names carry the owning host's pid and start time, so an
-engine started after a host was killed removes what that host left
+directory goes first on the child's ``PYTHONPATH``. Both names carry the owning host's pid
+and start time, so an engine started after a host was killed removes what that host left
 (:func:`execengine.hostdirs.sweep`). ``<runtime>`` is shared by every execution of one engine (it
 holds no per-run data), read-only for children (0755 / 0644) and removed when the engine
 closes; copying and compiling the runtime once saves every execution that work.
