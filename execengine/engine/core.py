@@ -242,6 +242,8 @@ class Engine:
             stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
             stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
             stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path,
+            full_output_complete=out.spill_path is None or out.spill_complete,
+            full_output_bytes=out.spill_bytes,
         )
         hint = hint_for(result, names)
         if hint:
