@@ -47,6 +47,7 @@ import psutil
 
 from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config, load_config
+from execengine.policy import ToolPolicy
 
 SUITES = ("startup", "launch", "roundtrip", "concurrency", "throughput", "scaling", "memory")
 LEVELS = ("none", "restricted", "isolated")
@@ -67,7 +68,8 @@ def _noop_registry(config: Config) -> Any:
             time.sleep(float(args["sleep"]))
         return {"ok": True}
 
-    reg.register("web_search", "web", NOOP_SCHEMA, noop)
+    reg.register("web_search", "web", NOOP_SCHEMA, noop,
+                 policy=ToolPolicy(script_callable=True))
     return reg
 
 
