@@ -2,8 +2,9 @@
 
 An :class:`OutputCapture` keeps the first ``head`` bytes and a rolling window of the last
 ``tail`` bytes (40 % / 60 % of the limit). While the output fits the limit nothing touches
-the disk; past it, the whole stream is written to a spill file (capped at ``spill_limit``
-bytes) whose path the result reports. :func:`clean_text` turns the bytes into text for the
+the disk; past it, the stream is written to a spill file whose path the result reports: the
+whole output, or, past ``spill_limit`` bytes, its first ``spill_limit`` bytes (the result
+and the marker say which). :func:`clean_text` turns the bytes into text for the
 model: invalid UTF-8 replaced, ANSI escape sequences removed, secret-looking values redacted.
 
 The truncation marker reads as the reference system's does, in characters
@@ -62,6 +63,12 @@ class Captured:
     kept_bytes: int
     truncated: bool
     spill_path: str | None = None
+    #: bytes in the spill file: ``total_bytes`` when it holds the whole output
+    spill_bytes: int = 0
+
+    @property
+    def spill_complete(self) -> bool:
+        return self.spill_path is not None and self.spill_bytes == self.total_bytes
 
     @property
     def omitted_bytes(self) -> int:
@@ -153,7 +160,7 @@ class OutputCapture:
         head = clean_text(bytes(self._head))
         tail = clean_text(bytes(self._tail))
         return Captured(head + marker + tail, self.total, len(self._head) + len(self._tail),
-                        True, self.spill_path)
+                        True, self.spill_path, self._spilled if self.spill_path else 0)
 
     def marker(self) -> str:
         """What stands between head and tail: the reference's wording and units, then (for a
@@ -162,14 +169,14 @@ class OutputCapture:
         what = "OUTPUT" if self._name == "stdout" else self._name.upper()
         text = (f"\n\n... [{what} TRUNCATED - {self.total_chars - kept:,} chars omitted out "
                 f"of {self.total_chars:,} total] ...\n")
-        if self.spill_path:
-            if self._spilled >= self.total:
-                held = f"all {self.total:,} bytes of the script's raw {self._name}"
-            else:
-                why = (f"writing stopped: {self._spill_error}" if self._spill_error
-                       else f"spill files are capped at {self._spill_limit:,} bytes")
-                held = (f"the first {self._spilled:,} of {self.total:,} bytes of the "
-                        f"script's raw {self._name} ({why})")
-            text += (f"[full output: {self.spill_path} holds {held}, before ANSI stripping "
-                     "and secret redaction]\n")
+        raw = f"the script's raw {self._name}"
+        if self.spill_path and self._spilled == self.total:
+            text += (f"[full output: {self.spill_path} holds all {self.total:,} bytes of {raw}, "
+                     "before ANSI stripping and secret redaction]\n")
+        elif self.spill_path:
+            why = (f"writing stopped: {self._spill_error}" if self._spill_error
+                   else f"spill files are capped at {self._spill_limit:,} bytes")
+            text += (f"[spill file: {self.spill_path} holds only the first {self._spilled:,} "
+                     f"of {self.total:,} bytes of {raw} (not its end; {why}), before ANSI "
+                     "stripping and secret redaction]\n")
         return text + "\n"

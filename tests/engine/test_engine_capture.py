@@ -54,14 +54,26 @@ def test_stderr_marker_has_no_spill_facts():
     assert r.spill_path is None and "full output" not in r.text
 
 
-def test_spill_is_capped(tmp_path):
+def test_spill_is_capped_and_says_what_it_holds(tmp_path):
     c = OutputCapture(300, spill=True, spill_dir=str(tmp_path), spill_limit=1000)
     c.feed(b"x" * 5000)
     r = c.result()
     assert os.path.getsize(r.spill_path) == 1000
-    assert (f"[full output: {r.spill_path} holds the first 1,000 of 5,000 bytes of the "
-            "script's raw stdout (spill files are capped at 1,000 bytes), before ANSI "
-            "stripping and secret redaction]") in r.text
+    assert (r.spill_bytes, r.spill_complete) == (1000, False)
+    assert "full output" not in r.text
+    assert (f"[spill file: {r.spill_path} holds only the first 1,000 of 5,000 bytes of the "
+            "script's raw stdout (not its end; spill files are capped at 1,000 bytes), before "
+            "ANSI stripping and secret redaction]") in r.text
+    os.unlink(r.spill_path)
+
+
+def test_spill_under_the_cap_is_complete(tmp_path):
+    c = OutputCapture(300, spill=True, spill_dir=str(tmp_path), spill_limit=1000)
+    c.feed(b"y" * 1000)
+    r = c.result()
+    assert (r.spill_bytes, r.spill_complete) == (1000, True)
+    assert (f"[full output: {r.spill_path} holds all 1,000 bytes of the script's raw stdout, "
+            "before ANSI stripping and secret redaction]") in r.text
     os.unlink(r.spill_path)
 
 
