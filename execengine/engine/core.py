@@ -218,8 +218,12 @@ class Engine:
                 policy = replace(policy, proxy_port=proxy.port, proxy_socket=proxy.unix_path)
             # the script's tool calls: its cwd, its policy, and (in a sandbox) the launcher
             # its terminal commands run through
+            # (confined, relative paths start where the script runs; unconfined, as before:
+            # the task's working directory)
             call = call.replace(
-                task_id=task_id, cwd=os.path.abspath(cwd) if cwd else workdir, policy=policy,
+                task_id=task_id,
+                cwd=os.path.abspath(cwd) if cwd else (workdir if policy.confined else None),
+                policy=policy,
                 sandbox_launcher=self.launcher if self.launcher.level != "none" else None)
             handler = script_call_handler(self.registry, call)
             channel = stack.enter_context(self.server.open(
