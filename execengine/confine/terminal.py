@@ -15,6 +15,7 @@ Inside the sandbox the approval prompts for ordinary dangerous patterns are not 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import shutil
@@ -33,6 +34,7 @@ from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.terminal.backend import TIMEOUT_EXIT_CODE, CommandResult, TerminalError
+from execengine.terminal.procs import PWD_FD_MIN, shell_script
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -102,17 +104,29 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
                      if r == os.path.realpath(r) and os.path.isdir(r) and r not in writable
                      and r not in system)
     readable += tuple(p for p in prefixes if p not in readable)
-    spec = LaunchSpec(argv=[_bash(), "-c", command], env=env, cwd=real_cwd, run_token=token,
-                      writable_paths=writable, readable_paths=readable,
+    # the final working directory comes back on a pipe (as the host terminal's does)
+    pwd_r, pwd_w0 = os.pipe()
+    pwd_w = fcntl.fcntl(pwd_w0, fcntl.F_DUPFD_CLOEXEC, PWD_FD_MIN)
+    os.close(pwd_w0)
+    spec = LaunchSpec(argv=[_bash(), "--noprofile", "--norc", "-c",
+                            shell_script(command, pwd_w)],
+                      env=env, cwd=real_cwd, run_token=token, writable_paths=writable,
+                      readable_paths=readable, pass_fds=(pwd_w,),
                       limits=_limits(config, policy, timeout))
     # one capture for both streams: the model sees them interleaved, as in a terminal
     output = OutputCapture(max(256, max_output_chars), name="output")
     try:
-        child = launcher.launch(spec)
-    except SandboxError as exc:
-        raise TerminalError(f"cannot start the sandboxed command: {exc}") from exc
-    outcome = supervise(child, stdout=output, stderr=output, timeout=timeout,
-                        kill_grace=config.terminal.kill_grace, interrupt=interrupt)
+        try:
+            child = launcher.launch(spec)
+        except SandboxError as exc:
+            raise TerminalError(f"cannot start the sandboxed command: {exc}") from exc
+        finally:
+            os.close(pwd_w)
+        outcome = supervise(child, stdout=output, stderr=output, timeout=timeout,
+                            kill_grace=config.terminal.kill_grace, interrupt=interrupt)
+        new_cwd = _read_pwd(pwd_r)
+    finally:
+        os.close(pwd_r)
     captured = output.result()
     text = captured.text
     code = outcome.exit_code
@@ -126,8 +140,21 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
     else:
         exit_code = 128 - code if code < 0 else code
     return CommandResult(output=text, exit_code=exit_code, duration=time.monotonic() - start,
-                         cwd=None, timed_out=timed_out, truncated=captured.truncated,
-                         total_chars=captured.total_bytes)
+                         cwd=None if timed_out else new_cwd, timed_out=timed_out,
+                         truncated=captured.truncated, total_chars=captured.total_bytes)
+
+
+def _read_pwd(fd: int) -> str | None:
+    """What the command's EXIT trap wrote (everything of it is dead: EOF or nothing)."""
+    os.set_blocking(fd, False)
+    data = b""
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(fd, 4096):
+            data += chunk
+            if len(data) > 8192:
+                return None
+    text = data.decode("utf-8", "replace")
+    return text if text.startswith("/") else None
 
 
 class AgentSandbox:
@@ -140,6 +167,7 @@ class AgentSandbox:
         self._launcher: Launcher | None = None
         self._proxy: AllowListProxy | None = None
         self._proxy_dir = ""
+        self._root = ""
         self._closed = False
 
     @property
@@ -161,12 +189,23 @@ class AgentSandbox:
                 self._launcher = make_launcher(config)
             return self._launcher
 
-    def policy(self, cwd: str) -> ExecutionPolicy:
-        """The policy of a command run in ``cwd`` (writable there only); under a network
-        allow-list the commands share one proxy, started on first use."""
+    @property
+    def root(self) -> str:
+        """The one writable root of the agent's sandboxed commands: ``terminal.cwd`` (else
+        the process's working directory when the sandbox was made). Fixed: a ``cd``
+        elsewhere moves where commands start, never what they may write."""
+        if not self._root:
+            base = self.registry.config.terminal.cwd
+            self._root = os.path.abspath(os.path.expanduser(base)) if base else os.getcwd()
+        return self._root
+
+    def policy(self) -> ExecutionPolicy:
+        """The policy of the agent's sandboxed commands; under a network allow-list they
+        share one proxy, started on first use."""
         launcher = self.launcher()
         level = launcher.level if launcher is not None else "none"
-        policy = ExecutionPolicy.for_execution(self.registry.config, cwd=cwd, level=level)
+        policy = ExecutionPolicy.for_execution(self.registry.config, cwd=self.root,
+                                               level=level)
         if policy.network != "allowlist":
             return policy
         with self._lock:

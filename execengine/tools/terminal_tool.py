@@ -129,7 +129,7 @@ def _sandbox(ctx: ToolContext) -> tuple[Launcher, ExecutionPolicy] | None:
     agent_launcher = sandbox.launcher()
     if agent_launcher is None or agent_launcher.level == "none":
         return None
-    return agent_launcher, sandbox.policy(_service(ctx).dirs.get(ctx.task_key))
+    return agent_launcher, sandbox.policy()
 
 
 def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -171,6 +171,9 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                 interrupt=ctx.call.interrupt)
         except TerminalError as exc:
             return _refused(str(exc), "error")
+        if (ctx.origin == "agent" and result.cwd and os.path.isdir(result.cwd)
+                and policy.root_of(os.path.realpath(result.cwd), write=False)):
+            svc.dirs.set(ctx.task_key, result.cwd)  # cd sticks (within the roots)
         return {**_result(result), "sandbox": policy.level}
     try:
         if background:

@@ -63,3 +63,20 @@ def test_the_agents_terminal_can_be_sandboxed(isolation, world):
         bg = json.loads(reg.dispatch("terminal", {"command": "sleep 1", "background": True},
                                      CallContext()))
     assert "not available in the sandboxed terminal" in bg["error"]
+
+
+@pytest.mark.skipif(not REPORT.levels.get("restricted"), reason="level restricted unavailable")
+def test_cd_sticks_but_never_widens_what_is_writable(world):
+    work, _, canary = world
+    config = Config().with_overrides({"terminal.isolation": "restricted",
+                                      "terminal.cwd": str(work), "approvals.mode": "allow"})
+    with ToolRegistry.with_builtins(config) as reg:
+        def sh(command):
+            return json.loads(reg.dispatch("terminal", {"command": command}, CallContext()))
+
+        assert sh("mkdir sub && cd sub")["cwd"] == str(work / "sub")
+        assert sh("pwd")["output"].strip() == str(work / "sub")
+        sh(f"cd {canary}")  # outside the roots: where commands start stays put
+        res = sh("pwd; echo x > escaped")
+        assert res["output"].splitlines()[0] == str(work / "sub"), res
+        assert (work / "sub" / "escaped").exists() and not (canary / "escaped").exists()

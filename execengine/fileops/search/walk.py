@@ -14,7 +14,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from execengine.confine.files import checked_open
+from execengine.confine.files import checked_open, open_binary
 from execengine.fileops.errors import FileOpError
 from execengine.fileops.search.globs import IgnoreRule, ignore_verdict, parse_gitignore
 from execengine.fileops.search.query import SKIPPED_NAMES
@@ -25,9 +25,9 @@ _SKIPPED = frozenset(SKIPPED_NAMES)
 
 def _rules_in(folder: str) -> list[IgnoreRule]:
     try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as fh:
-            return parse_gitignore(fh.read())
-    except OSError:
+        with open_binary(os.path.join(folder, ".gitignore")) as fh:  # verified if confined
+            return parse_gitignore(fh.read().decode("utf-8", errors="replace"))
+    except (OSError, FileOpError):
         return []
 
 
