@@ -131,6 +131,10 @@ class FileConfinement:
         root = self.policy.root_of(path, write=True)
         if root is None or path == root:
             raise self._outside(path, action, write=True)
+        if self.policy.is_protected(path) or self.policy.is_protected(os.path.realpath(path)):
+            raise FileOpError(f"Access denied: {action} {path!r}: a protected path (it runs "
+                              "later outside the sandbox; see docs/confinement.md)",
+                              policy_denied=True)
         parts = os.path.relpath(path, root).split("/")
         cur = self._root_fd(root)
         try:

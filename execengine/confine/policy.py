@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from execengine.confine.beneath import is_beneath
+
 if TYPE_CHECKING:
     from execengine.config import Config
     from execengine.context import ToolContext
@@ -38,6 +40,8 @@ ALWAYS_DENIED = (
     "/etc/ssl/private", "/root/.ssh",
 )
 NETWORK_MODES = ("off", "allowlist", "on")
+#: below each writable root: never written by a confined call, read-only at ``isolated``
+PROTECTED_IN_ROOTS = ((".git", "hooks"), (".git", "config"))
 
 
 def _real(paths: Iterable[str]) -> tuple[str, ...]:
@@ -70,6 +74,9 @@ class ExecutionPolicy:
     proxy_port: int | None = None
     #: the same proxy's Unix socket (bridged into an ``isolated`` sandbox's namespace)
     proxy_socket: str | None = None
+    #: inside the writable roots but never written: files that run later outside the
+    #: sandbox (the config file kept there, ``.git/hooks``, ``.git/config``)
+    protected: tuple[str, ...] = ()
 
     @classmethod
     def for_execution(cls, config: Config, *, cwd: str, level: str,
@@ -88,7 +95,12 @@ class ExecutionPolicy:
         if config.source:
             denied.append(config.source)
         network = pc.network or ("on" if config.code_execution.network else "off")
+        protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
+        if config.source:
+            protected.append(os.path.realpath(config.source))
         return cls(level=level, confined=confined, writable_roots=writable,
+                   protected=tuple(dict.fromkeys(
+                       p for p in protected if any(is_beneath(p, r) for r in writable))),
                    readable_roots=readable, denied_paths=tuple(dict.fromkeys(denied)),
                    network=network, allowed_domains=tuple(pc.allowed_domains),
                    denied_domains=tuple(pc.denied_domains),
@@ -96,14 +108,16 @@ class ExecutionPolicy:
 
     def root_of(self, path: str, *, write: bool) -> str | None:
         """The deepest root holding the (absolute, normalised) ``path``, or None."""
-        from execengine.confine.beneath import is_beneath
-
         roots = self.writable_roots if write else self.readable_roots
         hits = [r for r in roots if is_beneath(path, r)]
         return max(hits, key=len) if hits else None
 
     def writable(self, path: str) -> bool:
-        return self.root_of(path, write=True) is not None
+        return self.root_of(path, write=True) is not None and not self.is_protected(path)
+
+    def is_protected(self, path: str) -> bool:
+        """``path`` (absolute, normalised) is or lies below a protected path."""
+        return any(is_beneath(path, p) for p in self.protected)
 
     def proxy_env(self) -> dict[str, str]:
         """``HTTP(S)_PROXY`` (both spellings) pointing at the allow-list proxy, if any."""

@@ -260,6 +260,7 @@ class Engine:
                           if os.path.isdir(os.path.expanduser(p)))))),
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
+                    protected_paths=policy.protected,
                     limits=self._limits(limit, policy),
                 )
                 child = self.launcher.launch(spec)

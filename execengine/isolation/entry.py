@@ -228,7 +228,8 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None) -> None:
             mplan = mounts.MountPlan(
                 new_root=m["new_root"], read_paths=tuple(m["read"]),
                 write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
-                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns)
+                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
+                protect=tuple(m.get("protect", ())))
             if prepared is None:
                 mounts.build_root(mplan)
             elif prepared[0] != m["new_root"]:

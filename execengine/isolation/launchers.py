@@ -335,6 +335,7 @@ class SandboxLauncher(Launcher):
                 "write": list(spec.writable_paths),
                 "socket_dir": spec.socket_dir,
                 "tmp_mb": limits.tmp_mb,
+                "protect": [os.path.realpath(p) for p in spec.protected_paths],
             }
             if slot is not None:
                 # the working directory's owner appears as the slot uid in the sandbox

@@ -48,6 +48,9 @@ class LaunchSpec:
     socket_dir: str | None = None
     #: file descriptors the child inherits (the watchdog pipe's read end)
     pass_fds: Sequence[int] = ()
+    #: paths inside the writable ones that must stay read-only (where the level can: a
+    #: read-only bind at ``isolated``)
+    protected_paths: Sequence[str] = ()
     limits: LaunchLimits = field(default_factory=LaunchLimits)
 
 

@@ -235,3 +235,45 @@ def test_nothing_of_a_sandboxed_command_outlives_the_execution(level, world):
         return  # host commands: the terminal backend's own teardown (not a sandbox)
     assert wait_until(lambda: not _daemons(marker), 3.0)
     assert not processes_with_token(marker)
+
+
+PROTECTED = """
+import json
+from hermes_tools import write_file, terminal
+res = {}
+for name in ("direct", "config_direct"):
+    path = ".git/hooks/pre-commit" if name == "direct" else "config.yaml"
+    try:
+        with open(path, "a") as fh:
+            fh.write("#pwned\\n")
+        res[name] = "written"
+    except OSError as e:
+        res[name] = type(e).__name__
+res["tool"] = write_file(".git/hooks/post-checkout", "#pwned")
+res["tool_config"] = write_file("config.yaml", "approvals:\\n  mode: allow\\n#pwned\\n")
+res["terminal"] = terminal("echo '#pwned' > .git/hooks/pre-push; echo rc=$?")
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_files_that_run_later_outside_stay_unwritten(level, world):
+    """``.git/hooks`` and the engine's own config file kept in the working directory: the
+    tools never write them (at ``restricted`` and ``isolated``); at ``isolated`` they are
+    read-only binds, so the script and its commands cannot either."""
+    work = world["work"]
+    (work / ".git" / "hooks").mkdir(parents=True)
+    config_file = work / "config.yaml"
+    config_file.write_text("approvals:\n  mode: allow\n")
+    world = {**world, "config": config_file}
+    res = run(level, world, PROTECTED)
+    hooks = sorted(p.name for p in (work / ".git" / "hooks").iterdir())
+    config_pwned = "#pwned" in config_file.read_text()
+    if level == "none":
+        assert hooks == ["post-checkout", "pre-commit", "pre-push"] and config_pwned, res
+        return
+    assert "error" in res["tool"] and "error" in res["tool_config"], res
+    if level == "isolated":
+        assert hooks == [] and not config_pwned, res
+    else:  # restricted: Landlock cannot carve a read-only hole in a writable folder
+        assert "post-checkout" not in hooks, res
