@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from execengine.config import parse_config
 from execengine.errors import ConfigError
 
 _lock = threading.Lock()
@@ -93,8 +94,6 @@ def add_entry(text: str, description: str) -> str:
 
 def persist_allowlist(path: str | Path, description: str) -> bool:
     """Append ``description`` unless present; True when the file changed."""
-    from execengine._configload import parse
-
     path = Path(path).expanduser()
     with _lock:
         try:
@@ -103,7 +102,7 @@ def persist_allowlist(path: str | Path, description: str) -> bool:
             text = ""
         except OSError as exc:
             raise ConfigError(f"cannot read config file: {exc}", path=str(path)) from exc
-        current = parse(text, source=str(path)) if text.strip() else None
+        current = parse_config(text, source=str(path)) if text.strip() else None
         if current is not None and description in current.approvals.command_allowlist:
             return False
         try:
@@ -112,7 +111,7 @@ def persist_allowlist(path: str | Path, description: str) -> bool:
             raise ConfigError(f"YAML error: {exc}", path=str(path)) from exc
         except ConfigError as exc:
             raise ConfigError(exc.reason, path=str(path), key=exc.key) from exc
-        parse(new, source=str(path))  # never write a file the loader would refuse
+        parse_config(new, source=str(path))  # never write a file the loader would refuse
         _atomic_write(path, new)
         return True
 

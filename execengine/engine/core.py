@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from execengine.childenv import build_child_env
-from execengine.config import Config
+from execengine.config import MODES, Config, Mode
 from execengine.context import CallContext
 from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
@@ -45,7 +45,7 @@ from execengine.engine.staging import (
 )
 from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
-from execengine.errors import SandboxError, ToolError
+from execengine.errors import ConfigError, SandboxError, ToolError
 from execengine.hostdirs import sweep
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
@@ -54,9 +54,6 @@ from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 log = logging.getLogger(__name__)
-
-MODES = ("project", "strict")
-
 
 def clean_leftovers(config: Config) -> None:
     """Remove what killed hosts left behind (their staging, socket and runtime directories)
@@ -163,7 +160,7 @@ class Engine:
         tools: Iterable[str] | None = None,
         interrupt: threading.Event | None = None,
         timeout: float | None = None,
-        mode: str | None = None,
+        mode: Mode | None = None,
         context: CallContext | None = None,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
@@ -179,8 +176,8 @@ class Engine:
         ce = self.config.code_execution
         mode = mode or ce.mode
         if mode not in MODES:
-            log.warning("unknown code_execution mode %r; using 'project'", mode)
-            mode = "project"
+            raise ConfigError(f"unknown mode {mode!r}; expected one of "
+                              f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
         limit = float(timeout if timeout is not None else ce.timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))

@@ -51,7 +51,7 @@ def _first_line(text: str) -> str:
 
 def describe(registry: ToolRegistry, names: list[str]) -> str:
     ce = registry.config.code_execution
-    mode = ce.mode if ce.mode in MODE_TEXT else "project"
+    mode = ce.mode
     lines = [
         "Run a Python script that calls tools programmatically and return what it prints. "
         "Use it to chain many tool calls, loop, filter and aggregate without putting every "
