@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from execengine.agent import (
         ChatCompletionsClient,
         ConversationResult,
-        ModelError,
         ToolCallPipeline,
         install_agent_handlers,
         repair_transcript,
@@ -50,18 +49,21 @@ if TYPE_CHECKING:
     from execengine.errors import (
         ConfigError,
         ExecEngineError,
+        FileOpError,
         HandshakeError,
         IsolationError,
+        ModelError,
         PluginError,
         SandboxError,
         SchemaError,
+        TerminalError,
         ToolConflictError,
         ToolError,
         TransportError,
         UnknownToolError,
         UnknownToolsetError,
+        WebError,
     )
-    from execengine.fileops.errors import FileOpError
     from execengine.isolation import make_launcher
     from execengine.launch import Child, Launcher, LaunchLimits, LaunchSpec
     from execengine.policy import ToolPolicy
@@ -74,9 +76,7 @@ if TYPE_CHECKING:
         get_tool_definitions,
         handle_function_call,
     )
-    from execengine.terminal import TerminalError
     from execengine.toolsets import Toolset
-    from execengine.web.errors import WebError
 
 __version__ = "0.1.0"
 
@@ -95,13 +95,13 @@ _EXPORTS = {
     "Engine": "execengine.engine",
     "ExecEngineError": "execengine.errors",
     "ExecutionResult": "execengine.engine",
-    "FileOpError": "execengine.fileops.errors",
+    "FileOpError": "execengine.errors",
     "HandshakeError": "execengine.errors",
     "IsolationError": "execengine.errors",
     "LaunchLimits": "execengine.launch",
     "LaunchSpec": "execengine.launch",
     "Launcher": "execengine.launch",
-    "ModelError": "execengine.agent",
+    "ModelError": "execengine.errors",
     "PluginError": "execengine.errors",
     "PolicyApprover": "execengine.approval",
     "PromptApprover": "execengine.approval",
@@ -109,7 +109,7 @@ _EXPORTS = {
     "SandboxError": "execengine.errors",
     "SchemaError": "execengine.errors",
     "SmartApprover": "execengine.approval",
-    "TerminalError": "execengine.terminal",
+    "TerminalError": "execengine.errors",
     "ToolCallPipeline": "execengine.agent",
     "ToolConflictError": "execengine.errors",
     "ToolContext": "execengine.context",
@@ -122,7 +122,7 @@ _EXPORTS = {
     "TransportError": "execengine.errors",
     "UnknownToolError": "execengine.errors",
     "UnknownToolsetError": "execengine.errors",
-    "WebError": "execengine.web.errors",
+    "WebError": "execengine.errors",
     "aexecute_code": "execengine.engine",
     "check_command": "execengine.approval",
     "default_registry": "execengine.registry",

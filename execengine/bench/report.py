@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.errors import BenchError
 from execengine.bench.tokens import INSTALL_HINT
+from execengine.errors import BenchError
 
 if TYPE_CHECKING:
     from execengine.bench.runner import WorkflowResult

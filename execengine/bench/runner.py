@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.errors import WorkflowError
 from execengine.bench.workflow import Workflow, answer_from_output, decode_result, normalize
+from execengine.errors import WorkflowError
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures

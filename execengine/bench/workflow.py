@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.errors import WorkflowError
+from execengine.errors import WorkflowError
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from execengine.bench.errors import BenchError
+from execengine.errors import BenchError
 
 
 def add_parser(sub: Any) -> None:

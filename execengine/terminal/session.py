@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
-from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend, TerminalError
+from execengine.errors import TerminalError
+from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 if TYPE_CHECKING:

@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, quote, urljoin, urlsplit, urlunsplit
 
-from execengine.web.encoding import SUPPORTED_CODINGS, Decoder, decode_text
-from execengine.web.errors import (
+from execengine.errors import (
     BlockedAddressError,
     ConnectionFailedError,
     FetchTimeoutError,
     InvalidURLError,
     RedirectError,
 )
+from execengine.web.encoding import SUPPORTED_CODINGS, Decoder, decode_text
 from execengine.web.guard import AddressPolicy, Resolver, system_resolver
 
 if TYPE_CHECKING:

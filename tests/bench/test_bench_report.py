@@ -5,7 +5,7 @@ import json
 import pytest
 
 from execengine.bench import report
-from execengine.bench.errors import BenchError
+from execengine.errors import BenchError
 
 
 def _row(name: str, family: str, seq: int, prog: int, *, agree: bool = True,
