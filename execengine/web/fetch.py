@@ -8,7 +8,7 @@ Bodies are read up to ``web.max_bytes`` raw and decoded (gzip/deflate) up to ``m
 again; anything beyond is cut and the response says so (``truncated``).
 
 Any HTTP status is a :class:`Response` value; transport problems raise a
-:class:`~execengine.web.errors.WebError` subclass.
+:class:`~execengine.errors.WebError` subclass.
 """
 
 from __future__ import annotations
