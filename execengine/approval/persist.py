@@ -35,10 +35,6 @@ def _find(mapping: yaml.Node | None, key: str) -> tuple[yaml.Node, yaml.Node] | 
     return None
 
 
-def _line_start(text: str, index: int) -> int:
-    return text.rfind("\n", 0, index) + 1
-
-
 def _line_end(text: str, index: int) -> int:
     """Index just after the line holding ``index - 1`` (the end of a node's last line)."""
     nl = text.find("\n", max(index - 1, 0))

@@ -97,7 +97,6 @@ class Channel:
         self._running = 0  # calls of this execution on a host worker
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
-        self.denied_peers = 0
 
     @property
     def endpoint(self) -> str:

@@ -283,7 +283,6 @@ class RpcServer:
                                                  self.max_message_bytes))
             return
         b.peers[ident] = False
-        channel.denied_peers += 1
         why = ("bad credentials" if isinstance(msg, protocol.Hello)
                else "the first message must be a hello")
         self._send(b, ident, protocol.denied(why))
