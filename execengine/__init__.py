@@ -5,7 +5,7 @@ Where things live:
 - ``config`` (+ ``_configload``): the typed configuration and the YAML loader.
 - ``registry``, ``toolsets``, ``schema``, ``discovery``, ``dispatch``: the tool runtime;
   ``policy`` (what a tool may be used for) and ``context`` (what a call carries).
-- ``tools/``: built-in tool modules (found by an AST scan), with their helpers in
+- ``tools/``: built-in tool modules (listed in ``discovery.BUILTIN_TOOL_MODULES``), helpers in
   ``fileops/``, ``terminal/``, ``approval/`` and ``web/``.
 - ``engine/`` (execute_code), ``rpc/`` (the host end of the ZMTP RPC), ``launch/`` (the
   launcher seam, level ``none``) and ``isolation/`` (levels ``restricted`` and ``isolated``).
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     )
     from execengine.config import Config, load_config
     from execengine.context import CallContext, ToolContext
+    from execengine.discovery import ToolSpecs
     from execengine.dispatch import Refuse
     from execengine.engine import Engine, ExecutionResult, aexecute_code, execute_code
     from execengine.errors import (
@@ -71,7 +72,6 @@ if TYPE_CHECKING:
         Availability,
         ToolEntry,
         ToolRegistry,
-        ToolSpecs,
         default_registry,
         get_tool_definitions,
         handle_function_call,
@@ -117,7 +117,7 @@ _EXPORTS = {
     "ToolError": "execengine.errors",
     "ToolPolicy": "execengine.policy",
     "ToolRegistry": "execengine.registry",
-    "ToolSpecs": "execengine.registry",
+    "ToolSpecs": "execengine.discovery",
     "Toolset": "execengine.toolsets",
     "TransportError": "execengine.errors",
     "UnknownToolError": "execengine.errors",

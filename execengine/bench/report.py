@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.tokens import INSTALL_HINT
+from execengine.cli._common import table as render
 from execengine.errors import BenchError
 
 if TYPE_CHECKING:
@@ -110,7 +111,6 @@ def pct(x: float) -> str:
 
 def table(summary: Mapping[str, Any]) -> str:
     """The human-readable report."""
-    from execengine.cli._common import table as render
 
     rows = []
     for r in summary["workflows"]:

@@ -20,8 +20,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from execengine.bench.fixtures import Fixtures
+from execengine.bench.tokens import TokenCounter
 from execengine.bench.workflow import Workflow, answer_from_output, decode_result, normalize
+from execengine.config import Config
+from execengine.engine import Engine
 from execengine.errors import WorkflowError
+from execengine.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
@@ -218,11 +223,6 @@ def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
 
     ``config`` (default: built-in defaults) is adjusted by :func:`bench_overrides`.
     """
-    from execengine.bench.fixtures import Fixtures
-    from execengine.bench.tokens import TokenCounter
-    from execengine.config import Config
-    from execengine.engine import Engine
-    from execengine.registry import ToolRegistry
 
     counter = TokenCounter(encoding)
     out: list[WorkflowResult] = []

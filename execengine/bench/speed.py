@@ -31,7 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from execengine.config import Config, load_config
+from execengine.engine.core import Engine
+from execengine.registry import ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,6 @@ class Figure:
 
 
 def make_engine(config: Config, root: str) -> Any:
-    from execengine.engine.core import Engine
-    from execengine.registry import ToolRegistry
 
     cfg = config.with_overrides({"terminal.cwd": root, "code_execution.max_tool_calls": 5000,
                                  "code_execution.timeout": 300.0})
@@ -121,7 +123,6 @@ def throughput(engine: Any, *, quick: bool) -> list[Figure]:
 @contextmanager
 def _peak_rss() -> Iterator[list[int]]:
     """Yields a one-item list that holds the peak RSS growth (bytes) of this process."""
-    import psutil
 
     proc = psutil.Process()
     start = proc.memory_info().rss
@@ -164,7 +165,6 @@ def tool_call_scaling(engine: Any, root: str, *, quick: bool) -> list[Figure]:
 
 def _baseline_mb() -> float:
     """Resident memory of a bare interpreter, the yardstick for memory figures."""
-    import psutil
 
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
                             stdin=subprocess.PIPE)

@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from execengine.errors import BenchError
+from execengine.bench import report, suite, userflows
+from execengine.bench.runner import run_suite
+from execengine.bench.speed import run_all
+from execengine.cli._common import config_from, table
+from execengine.errors import BenchError, did_you_mean
 
 
 def add_parser(sub: Any) -> None:
@@ -44,7 +48,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _workflows(args: argparse.Namespace) -> list[Any]:
-    from execengine.bench import suite, userflows
 
     if args.workflow:
         return [wf for path in args.workflow for wf in userflows.load(path)]
@@ -52,16 +55,12 @@ def _workflows(args: argparse.Namespace) -> list[Any]:
     wanted = list(args.only or (suite.QUICK if args.quick else named))
     unknown = [n for n in wanted if n not in named]
     if unknown:
-        from execengine.errors import did_you_mean
 
         raise BenchError(f"unknown workflow {unknown[0]!r}{did_you_mean(unknown[0], named)}")
     return [named[n] for n in wanted]
 
 
 def run_tokens(args: argparse.Namespace) -> int:
-    from execengine.bench import report
-    from execengine.bench.runner import run_suite
-    from execengine.cli._common import config_from, table
 
     workflows = _workflows(args)
     if args.list:
@@ -88,6 +87,5 @@ def run_tokens(args: argparse.Namespace) -> int:
 
 
 def run_speed(args: argparse.Namespace) -> int:
-    from execengine.bench.speed import run_all
 
     return run_all(quick=args.quick, config_path=getattr(args, "config", None))

@@ -6,7 +6,10 @@ import argparse
 import sys
 from typing import Any
 
+from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
+from execengine.agent.pipeline import TurnOutcome
 from execengine.cli._common import config_from, print_json, registry_from
+from execengine.engine import Engine
 
 
 def add_parser(sub: Any) -> None:
@@ -30,9 +33,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
-    from execengine.agent.pipeline import TurnOutcome
-    from execengine.engine import Engine
 
     if args.max_iterations is not None and args.max_iterations < 1:
         print("execengine: error: --max-iterations must be at least 1", file=sys.stderr)

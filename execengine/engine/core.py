@@ -16,6 +16,7 @@ import secrets
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
@@ -47,6 +48,7 @@ from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
 from execengine.errors import ConfigError, SandboxError, ToolError
 from execengine.hostdirs import sweep
+from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
@@ -84,7 +86,6 @@ class Engine:
         if launcher is None:
             # The level comes from code_execution.isolation (auto: the highest this host
             # supports; min_isolation turns a downgrade into IsolationError).
-            from execengine.isolation import make_launcher
 
             launcher = make_launcher(self.config)
         self.launcher = launcher
@@ -128,7 +129,6 @@ class Engine:
     def __del__(self) -> None:
         # a finalizer only warns: closing (server thread, spawner, runtime dir) is close()'s
         if not getattr(self, "_closed", True):
-            import warnings
 
             warnings.warn("Engine was not closed (use `with Engine(...)` or close())",
                           ResourceWarning, stacklevel=1)

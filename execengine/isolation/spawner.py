@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -130,6 +131,4 @@ class Spawner:
     def __del__(self) -> None:
         if self._sock is not None:
             with contextlib.suppress(Exception):
-                import warnings
-
                 warnings.warn("unclosed sandbox spawner", ResourceWarning, stacklevel=1)

@@ -15,8 +15,11 @@ import json
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.engine.allowed import allowed_tools
-from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
+from execengine.errors import IsolationError
+from execengine.isolation import choose_level, detect
+from execengine.registry import DefinitionContext, ToolRegistry
 
 specs = ToolSpecs()
 
@@ -90,8 +93,6 @@ SANDBOX_TEXT = {
 
 def _sandbox_text(registry: ToolRegistry) -> str:
     """What the isolation level means for a script (the host probe is cached)."""
-    from execengine.errors import IsolationError
-    from execengine.isolation import choose_level, detect
 
     ce = registry.config.code_execution
     try:
