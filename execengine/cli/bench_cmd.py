@@ -9,7 +9,7 @@ from typing import Any
 
 from execengine.bench import report, suite, userflows
 from execengine.bench.runner import run_suite
-from execengine.bench.speed import run_all
+from execengine.bench.speed import SUITES, run_all
 from execengine.cli._common import config_from, table
 from execengine.errors import BenchError, did_you_mean
 
@@ -38,11 +38,15 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--list", action="store_true", help="list the workflows and exit")
     t.set_defaults(func=run_tokens)
 
+
     s = bsub.add_parser("speed", help="engine speed against same-run baselines",
-                        description="Throughput, scaling, and the engine and isolation "
-                        "benchmarks in benchmarks/ when present; every figure beside a "
-                        "baseline measured in the same run.")
-    s.add_argument("--quick", action="store_true", help="fewer, smaller runs (under 30 s)")
+                        description="Start-up, launch, tool round trips, concurrency, "
+                        "throughput, scaling and memory; every figure (median, min, p90) "
+                        "beside a baseline measured in the same run, interleaved with it.")
+    s.add_argument("--quick", action="store_true", help="fewer, smaller runs")
+    s.add_argument("--suite", action="append", choices=SUITES, metavar="NAME",
+                   help=f"run only this suite (repeatable): {', '.join(SUITES)}")
+    s.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     s.set_defaults(func=run_speed)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -88,4 +92,5 @@ def run_tokens(args: argparse.Namespace) -> int:
 
 def run_speed(args: argparse.Namespace) -> int:
 
-    return run_all(quick=args.quick, config_path=getattr(args, "config", None))
+    return run_all(quick=args.quick, config_path=getattr(args, "config", None),
+                   suites=args.suite, json_path=args.json)
