@@ -54,6 +54,7 @@ from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
 from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
+from execengine.rpc.memory import MemoryServer
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,12 @@ class Engine:
     """Runs scripts. A context manager; :meth:`close` is idempotent."""
 
     def __init__(self, config: Config | None = None, registry: ToolRegistry | None = None,
-                 launcher: Launcher | None = None) -> None:
+                 launcher: Launcher | None = None, *,
+                 server: RpcServer | MemoryServer | None = None) -> None:
+        """``launcher`` and ``server`` are seams: by default the level the config picks and
+        the socket RPC server; tests pass :class:`~execengine.launch.inprocess.
+        InProcessLauncher` and :class:`~execengine.rpc.memory.MemoryServer`. The engine
+        closes what it is given."""
         self.config = config or (registry.config if registry is not None else Config())
         self._own_registry = registry is None
         self.registry = registry if registry is not None else ToolRegistry.with_builtins(
@@ -92,14 +98,14 @@ class Engine:
         self.launcher = launcher
         clean_leftovers(self.config)
         self.runtime = Runtime()
-        self._server: RpcServer | None = None
+        self._server: RpcServer | MemoryServer | None = server
         self._lock = threading.Lock()
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
     @property
-    def server(self) -> RpcServer:
+    def server(self) -> RpcServer | MemoryServer:
         with self._lock:
             if self._closed:
                 raise SandboxError("the engine is closed")
