@@ -172,7 +172,8 @@ def apply_overrides(config: C, overrides: Mapping[str, Any], *, origin: str) -> 
             replaced = dataclasses.replace(owner, **{part: replaced})
         result = replaced
         origins[dotted] = origin
-    return dataclasses.replace(result, origins=origins)
+    done: C = dataclasses.replace(result, origins=origins)
+    return done
 
 
 def _has_field(obj: Any, name: str, *, section: bool) -> bool:

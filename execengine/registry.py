@@ -63,7 +63,8 @@ class ToolEntry:
 
     @property
     def parameters(self) -> Mapping[str, Any]:
-        return self.schema["parameters"]
+        params: Mapping[str, Any] = self.schema["parameters"]
+        return params
 
     @property
     def agent_level(self) -> bool:
@@ -454,7 +455,8 @@ class ToolRegistry:
                 raise ToolError("registry is closed")
             if key not in self._services:
                 self._services[key] = factory(self)
-            return self._services[key]
+            service: T = self._services[key]
+            return service
 
     def close(self) -> None:
         """Close services (terminal sessions, background processes). Idempotent."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -95,7 +95,7 @@ def check_parameters_schema(tool: str, params: Any) -> None:
 def _schema_problem(exc: JsonSchemaError) -> str:
     if exc.validator == "anyOf" and list(exc.path)[-1:] == ["type"]:
         return f"{exc.instance!r} is not a JSON type (one of {', '.join(JSON_TYPES)})"
-    return exc.message
+    return str(exc.message)
 
 
 # -- arguments ---------------------------------------------------------------------------
@@ -193,7 +193,7 @@ def _describe(error: ValidationError) -> list[str]:
     if kind == "type":
         types = want if isinstance(want, list) else [want]
         return [f"{label}: expected {' or '.join(types)}, got {_json_type(value)}"]
-    simple = {
+    simple: dict[str, Callable[[], str]] = {
         "enum": lambda: f"must be one of {want!r}, got {value!r}",
         "const": lambda: f"must be {want!r}",
         "minLength": lambda: f"shorter than {want} characters",
@@ -215,7 +215,7 @@ def _describe(error: ValidationError) -> list[str]:
                           f"{value!r} matches none of the allowed forms"),
         "not": lambda: f"{value!r} is not allowed here",
     }
-    text = simple[kind]() if kind in simple else error.message
+    text = simple[kind]() if kind in simple else str(error.message)
     return [f"{label}: {text}"]
 
 

@@ -17,6 +17,7 @@ ROOT = Path(execengine.__file__).parent
 LAZY_ALLOWED = {
     ("execengine.bench.report", "matplotlib"),         # the [bench] extra draws charts
     ("execengine.bench.report", "matplotlib.pyplot"),
+    ("execengine.bench.report", "matplotlib.patches"),
     ("execengine.bench.tokens", "tiktoken"),           # the [bench] extra counts tokens
     ("execengine.isolation.seccomp", "pyseccomp"),     # Linux only; a missing layer is reported
     ("execengine.isolation.detect", "resource"),       # the probe: POSIX only

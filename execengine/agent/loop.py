@@ -57,7 +57,8 @@ class ConversationResult:
     transcript_repairs: int = 0
 
 
-def _initial(prompt: str | Sequence[Mapping[str, Any]], system: str | None) -> list[dict]:
+def _initial(prompt: str | Sequence[Mapping[str, Any]],
+             system: str | None) -> list[dict[str, Any]]:
     if isinstance(prompt, str):
         msgs: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     else:

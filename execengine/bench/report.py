@@ -164,6 +164,7 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
     except ImportError as exc:
         raise BenchError(f"matplotlib is not installed; {INSTALL_HINT}") from exc
     rows = summary["workflows"]
@@ -194,7 +195,7 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
                       label=f"{ref['label'].split(':', 1)[1].strip()[:48]} {pct(ref['savings'])}")
     right.set_xlim(min(0.0, min(r["savings"] for r in rows) * 100) - 2, 100)
     right.set_xlabel("context tokens saved (%)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in FAMILY_COLORS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in FAMILY_COLORS.values()]
     line_handles, line_labels = right.get_legend_handles_labels()
     fig.legend([*line_handles, *handles], [*line_labels, *FAMILY_COLORS], loc="lower right",
                ncol=2, fontsize=8, frameon=False)

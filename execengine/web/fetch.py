@@ -151,7 +151,8 @@ def _bounded(resolver: Resolver, deadline: float, limit: float) -> Resolver:
             raise FetchTimeoutError(f"resolving {host!r} took longer than {limit:g} s")
         if isinstance(box[0], BaseException):
             raise box[0]
-        return box[0]
+        addresses: list[str] = box[0]
+        return addresses
 
     return resolve
 
