@@ -2,7 +2,7 @@ import dataclasses
 
 import pytest
 
-from execengine import Config, ConfigError, load_config
+from execengine import Config, ConfigError, _configload, load_config
 from execengine._configload import find_config
 from execengine.cli.config_cmd import reference_table
 from execengine.config import (
@@ -14,6 +14,8 @@ from execengine.config import (
 )
 from execengine.config import parse_config as parse
 from execengine.registry import ToolRegistry
+
+ORIGINAL_DEFAULT_PATH = _configload.default_config_path
 
 
 def write(tmp_path, text):
@@ -116,6 +118,8 @@ def test_search_order(tmp_path, monkeypatch):
     explicit.write_text("code_execution: {timeout: 9}\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("EXECENGINE_CONFIG", raising=False)
+    # the suite points the home default elsewhere (tests/conftest.py); this test is about it
+    monkeypatch.setattr(_configload, "default_config_path", ORIGINAL_DEFAULT_PATH)
     assert load_config().code_execution.timeout == 7
     monkeypatch.setenv("EXECENGINE_CONFIG", str(env_cfg))
     assert load_config().code_execution.timeout == 8

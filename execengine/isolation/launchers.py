@@ -386,11 +386,11 @@ class SandboxLauncher(Launcher):
                 # with another size resizes it)
                 os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
                 warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
-            self.spawner.prepare(wid, warm)
+            pid = self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
             raise
-        return WarmEntry(wid, network, (slot, group))
+        return WarmEntry(wid, network, (slot, group), pid)
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
