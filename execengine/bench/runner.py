@@ -95,7 +95,7 @@ class Prefix:
 
 
 MINIMAL = Prefix("minimal")
-REALISTIC = Prefix("realistic", system_tokens=3000, session_tools=True)
+REALISTIC = Prefix("realistic", system_tokens=4000, session_tools=True)
 
 
 @dataclass(frozen=True)
