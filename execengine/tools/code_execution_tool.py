@@ -41,6 +41,21 @@ MODE_TEXT = {
 }
 
 
+#: what each script-callable tool returns, told to the model so its scripts can rely on it
+RESULT_SHAPES = {
+    "read_file": '{"content": "     1|first line\\n     2|...", "total_lines", "truncated"} '
+                 '(each line numbered "N|")',
+    "write_file": '{"path", "bytes_written", "lines", "created"}',
+    "patch": '{"success", "replacements", "diff"} or {"success": false, "error"}',
+    "search_files": '{"matches": [{"path", "line", "content"}], "total_count", "truncated"}; '
+                    'target="files": {"files": [path, ...], ...}',
+    "terminal": '{"output", "exit_code"}',
+    "web_search": '{"data": {"web": [{"url", "title", "description"}]}}',
+    "web_extract": '{"results": [{"url", "title", "content"} or {"url", "error"}]} '
+                   '(up to 20 URLs a call)',
+}
+
+
 def _first_line(text: str) -> str:
     line = text.strip().split("\n", 1)[0]
     end = line.find(". ")
@@ -59,7 +74,9 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         "is {\"error\": ...}):",
     ]
     for name in names:
-        lines.append(f"- {name}: {_first_line(registry.get(name).description)}")
+        shape = RESULT_SHAPES.get(name)
+        lines.append(f"- {name}: {_first_line(registry.get(name).description)}"
+                     + (f" Returns {shape}." if shape else ""))
     lines += [
         "Helpers in hermes_tools: json_parse(text), shell_quote(s), "
         "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "
