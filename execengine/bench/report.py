@@ -76,7 +76,7 @@ def value(r: Mapping[str, Any], way: str, prefix: str, metric: str) -> float:
     return float(fig["cost"]["dollars"] if metric == "cost" else fig[metric])
 
 
-def interval(rows: Sequence[Mapping[str, Any]], stat: Callable[[Sequence[Any]], float], *,
+def interval(rows: Sequence[Any], stat: Callable[[Sequence[Any]], float], *,
              resamples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
     """95 % percentile bootstrap interval of ``stat`` over ``rows`` resampled with replacement."""
     if len(rows) < 2:
@@ -262,7 +262,7 @@ def readme_block(summary: Mapping[str, Any]) -> str:
         lo, hi = c["ci95"]
         return (f"{_amount(metric, c['baseline'])} | {_amount(metric, c['programmatic'])} | "
                 f"{_amount(metric, c['saved'])} | **{pct(c['savings'])}** "
-                f"({pct(lo)}–{pct(hi)}) | {pct(c['median_savings'])}")
+                f"({pct(lo)} to {pct(hi)}) | {pct(c['median_savings'])}")
 
     lines = [README_START,
              f"Current figures ({summary['encoding']}; {a['workflows']} workflows, "
@@ -350,7 +350,7 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
         ax.plot(worst, ys, "k|", markersize=7, label="against serial calls")
         c = a[base][metric]
         ax.axvline(c["savings"] * 100, color="black", lw=1.2,
-                   label=f"total {pct(c['savings'])} ({pct(c['ci95'][0])}–{pct(c['ci95'][1])})")
+                   label=f"total {pct(c['savings'])} ({pct(c['ci95'][0])} to {pct(c['ci95'][1])})")
         ax.axvspan(c["ci95"][0] * 100, c["ci95"][1] * 100, color="black", alpha=0.08)
         ax.axvline(0, color="#555555", lw=0.6)
         ax.set_xlim(min(-5.0, min(vals) - 5), 100)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.helpers import failing_modules, fact, settings, unnumber
+from execengine.bench.helpers import fact, failing_modules, settings, unnumber
 from execengine.bench.workflow import Plan, Workflow, call
 
 if TYPE_CHECKING:
@@ -124,7 +124,8 @@ page = web_extract([url])["results"][0]["content"]
 print(json.dumps(re.search(r"License: (\\S+)", page).group(1)))
 """
     return Workflow("license-of-one", FAMILY, "What is the license of the project "
-                    "'{first_project}'? Search for it and read its page.", plan, script, toolsets=("web",),
+                    "'{first_project}'? Search for it and read its page.", plan, script,
+                    toolsets=("web",),
                     truth=lambda fx: fx.truth.projects[0].license, answer_format='"<license>"')
 
 
