@@ -86,12 +86,20 @@ class Prefix:
     def system_prompt(self, counter: TokenCounter) -> str:
         if not self.system_tokens:
             return SYSTEM_PROMPT
-        parts = [SYSTEM_PROMPT]
-        i = 0
-        while counter.count("\n\n".join(parts)) < self.system_tokens:
-            parts.append(f"{i + 1}. {_GUIDELINES[i % len(_GUIDELINES)]}")
-            i += 1
-        return "\n\n".join(parts)
+        key = (self.system_tokens, counter.name)
+        text = _SYSTEM_CACHE.get(key)
+        if text is None:
+            parts = [SYSTEM_PROMPT]
+            size = counter.count(SYSTEM_PROMPT)
+            while size < self.system_tokens:
+                part = f"{len(parts)}. {_GUIDELINES[(len(parts) - 1) % len(_GUIDELINES)]}"
+                size += counter.count("\n\n" + part)
+                parts.append(part)
+            text = _SYSTEM_CACHE[key] = "\n\n".join(parts)
+        return text
+
+
+_SYSTEM_CACHE: dict[tuple[int, str], str] = {}
 
 
 MINIMAL = Prefix("minimal")

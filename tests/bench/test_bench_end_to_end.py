@@ -177,9 +177,9 @@ def test_failing_script_is_reported_not_raised(runner: Runner) -> None:
 
 def test_refactor_leaves_the_project_as_generated(fx: Fixtures, runner: Runner) -> None:
     before = {p: p.read_text() for p in fx.proj.glob("shop/*.py")}
-    res = runner.run(by_name()["fix-failing-tests"])
+    res = runner.run(by_name()["rename-legacy-round"])
     assert res.agree, res.detail
-    assert res.sequential.answer["still_failing"] == []
+    assert res.sequential.answer["remaining"] == 0 and res.sequential.answer["changed"]
     assert {p: p.read_text() for p in fx.proj.glob("shop/*.py")} == before
 
 
