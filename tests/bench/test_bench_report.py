@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from execengine.bench import report
-from execengine.bench.cost import PriceSheet, Prices, bill, load_prices
+from execengine.bench.cost import Prices, PriceSheet, bill, load_prices
 from execengine.bench.errors import BenchError
 
 SHEET = PriceSheet("test", "openai", input=2.0, cached_input=0.5, output=8.0, cache_min=1024,
