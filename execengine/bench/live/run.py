@@ -203,12 +203,14 @@ def run_live(provider: Provider, workflows: Sequence[Workflow], *, runs: int = 3
     from execengine.bench.fixtures import Fixtures
     from execengine.bench.runner import bench_overrides
     from execengine.config import Config
+    from execengine.engine import Engine
     from execengine.registry import ToolRegistry
 
     out: list[Run] = []
     with Fixtures() as fx:
         cfg = (config or Config()).with_overrides(bench_overrides(fx))
-        with ToolRegistry.with_builtins(cfg, plugins=False) as registry:
+        with ToolRegistry.with_builtins(cfg, plugins=False) as registry, \
+                Engine(cfg, registry):  # runs the registry's execute_code calls
             for wf in workflows:
                 for mode in modes:
                     for i in range(runs):
