@@ -3,6 +3,7 @@ expected answers computed from the generated records."""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 
@@ -89,6 +90,19 @@ def test_data_workflow_batched_serial_and_programmatic(fx: Fixtures, runner: Run
     assert serial.figures["minimal"].input_tokens > batched.figures["minimal"].input_tokens
     assert 5000 < batched.figures["realistic"].prefix_tokens < 10000
     assert res.savings("minimal") > res.savings("realistic") > 0
+
+
+def test_scripts_carry_only_what_they_use(fx: Fixtures) -> None:
+    for wf in WORKFLOWS:
+        tree = ast.parse(wf.script(fx))
+        loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        loaded |= {n.value.id for n in ast.walk(tree)
+                   if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        imported = {a.asname or a.name for n in tree.body
+                    if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        assert defined | imported <= loaded, (wf.name, (defined | imported) - loaded)
+        assert "prelude" not in wf.script(fx)
 
 
 def test_serial_split_keeps_calls_and_results() -> None:
@@ -191,13 +205,15 @@ def test_cli_runs_a_user_yaml_workflow(tmp_path, capsys) -> None:
         "toolsets: [terminal]\n"
         "calls:\n  - {tool: terminal, args: {command: 'ls configs | wc -l'}}\n"
         "answer: int(results[0]['output'].strip())\n"
+        "expected: len(fx.truth.services)\n"
         "script: |\n  from hermes_tools import terminal\n"
         "  print(int(terminal('ls configs | wc -l')['output'].strip()))\n")
     rc = main(["bench", "tokens", "--workflow", str(wf), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0, out
     (row,) = out["workflows"]
-    assert row["workflow"] == "count-services" and row["agree"] and not row["checked"]
+    assert row["workflow"] == "count-services" and row["agree"] and row["checked"]
+    assert row["correct"] == {"batched": True, "programmatic": True, "serial": True}
     assert out["aggregate"]["workflows"] == 1 and out["encoding"] == "o200k_base"
     assert out["prefix"] == "realistic" and out["baseline"] == "batched"
     assert set(row["ways"]) == {"serial", "batched", "programmatic"}

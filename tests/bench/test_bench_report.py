@@ -131,3 +131,13 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
     out = report.chart(s, tmp_path / "sub" / "chart.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 10_000
+
+
+def test_readme_figures_match_the_committed_json() -> None:
+    """README.md's block and docs/token_savings.json come from the same run
+    (``execengine bench tokens --out ... --chart ... --readme README.md``)."""
+    root = Path(__file__).resolve().parents[2]
+    summary = json.loads((root / "docs" / "token_savings.json").read_text(encoding="utf-8"))
+    assert report.readme_block(summary) in (root / "README.md").read_text(encoding="utf-8")
+    assert summary["aggregate"]["agreeing"] == summary["aggregate"]["workflows"]
+    assert (root / "docs" / "token_savings.png").stat().st_size > 10_000

@@ -20,11 +20,13 @@ BUG = "sum(prices) * (1 + tax) - 1)"
 FIXED = "sum(prices) * (1 + tax))"
 BUGGY_LINE = "return round_money(sum(prices) * (1 + tax) - 1)  # off by one"
 
-# How a script finds the failing test modules in unittest's output (its own code).
-SCRIPT_FAILING = '''def failing(output):
+# How a script finds the failing test modules in unittest's output, and the module a test
+# exercises (its own code; a script carries only what it uses).
+SCRIPT_FAILING_ONLY = '''def failing(output):
     return sorted(set(re.findall(r"^(?:FAIL|ERROR): \\w+ \\((tests\\.test_\\w+)\\.", output, re.M)))
 
-def source_of(module):
+'''
+SCRIPT_FAILING = SCRIPT_FAILING_ONLY + '''def source_of(module):
     return "proj/shop/" + module.split(".")[-1][len("test_"):] + ".py"
 
 '''
@@ -119,7 +121,7 @@ def per_module_tests() -> Workflow:
         return sorted(m for r in runs for m in failing_modules(_out(r)))
 
     def script(fx: Fixtures) -> str:
-        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING + \
+        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING_ONLY + \
             f"""found = []
 for path in terminal({TEST_FILES!r})["output"].split():
     name = path.rsplit("/", 1)[-1]
