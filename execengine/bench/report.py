@@ -240,6 +240,8 @@ def table(summary: Mapping[str, Any]) -> str:
     for fam, f in summary["by_family"].items():
         out.append(f"  {fam:9} context {pct(f['context_tokens']['savings'])}, cost "
                    f"{pct(f['cost']['savings'])} saved")
+    if summary.get("cost_by_price_sheet"):
+        out.append(f"cost saved by price sheet (warm / cold / no cache): {_sheets(summary)}")
     if summary.get("programmatic_loses"):
         out.append("execute_code costs more than the baseline on: "
                    + ", ".join(summary["programmatic_loses"]))
@@ -286,11 +288,19 @@ def readme_block(summary: Mapping[str, Any]) -> str:
     fams = ", ".join(f"{f} {pct(v['context_tokens']['savings'])} / {pct(v['cost']['savings'])}"
                      for f, v in summary["by_family"].items())
     lines.append(f"By family (context / cost saved): {fams}.")
+    if summary.get("cost_by_price_sheet"):
+        lines.append(f"Cost saved against {base} calls by price sheet (warm / cold / no prompt "
+                     f"cache): {_sheets(summary)}.")
     if summary.get("programmatic_loses"):
         lines.append("execute_code costs more than batched calls on: "
                      + ", ".join(f"`{n}`" for n in summary["programmatic_loses"]) + ".")
     lines.append(README_END)
     return "\n".join(lines)
+
+
+def _sheets(summary: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} " + " / ".join(pct(v[c]["savings"]) for c in ("warm", "cold", "off"))
+                     for name, v in summary["cost_by_price_sheet"].items())
 
 
 def update_readme(path: str | Path, summary: Mapping[str, Any]) -> Path:
