@@ -191,6 +191,8 @@ def bench_overrides(fx: Fixtures, *, max_tool_calls: int = 500) -> dict[str, Any
         "web.allow_private": True,
         "code_execution.max_tool_calls": max_tool_calls,
         "code_execution.timeout": 120.0,
+        # the scripts are the benchmark's own: no one to ask, at any isolation level
+        "approvals.execute_code": "allow",
     }
 
 
