@@ -20,6 +20,8 @@ import functools
 import os
 import stat
 
+from execengine.errors import PathEscapeError
+
 SYS_OPENAT2 = 437  # the same number on every architecture (new syscall table)
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
@@ -33,8 +35,7 @@ class _OpenHow(ctypes.Structure):
                 ("resolve", ctypes.c_uint64)]
 
 
-class EscapeError(PermissionError):
-    """The path leaves the directory it must stay beneath."""
+EscapeError = PathEscapeError  # the name callers here use
 
 
 def openat2(dirfd: int, path: str, flags: int, mode: int = 0,
@@ -61,10 +62,10 @@ def have_openat2() -> bool:
 
 def _parts(rel: str) -> list[str]:
     if os.path.isabs(rel) or "\x00" in rel:
-        raise EscapeError(errno.EXDEV, "path is not relative", rel)
+        raise EscapeError(f"path is not relative: {rel!r}")
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise EscapeError(errno.EXDEV, "path climbs with '..'", rel)
+        raise EscapeError(f"path climbs with '..': {rel!r}")
     return parts
 
 
@@ -81,7 +82,7 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
                               dir_fd=cur)
             except NotADirectoryError:
                 if stat.S_ISLNK(os.lstat(name, dir_fd=cur).st_mode):
-                    raise EscapeError(errno.ELOOP, "a symbolic link on the way", rel) from None
+                    raise EscapeError(f"a symbolic link on the way: {rel!r}") from None
                 raise
             if cur != dirfd:
                 os.close(cur)
@@ -89,11 +90,11 @@ def walk_open(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
         fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=cur)
         if flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
             os.close(fd)  # O_PATH|O_NOFOLLOW opens the link itself: refuse it
-            raise EscapeError(errno.ELOOP, "a symbolic link at the end", rel)
+            raise EscapeError(f"a symbolic link at the end: {rel!r}")
         return fd
     except OSError as exc:
-        if exc.errno == errno.ELOOP and not isinstance(exc, EscapeError):
-            raise EscapeError(errno.ELOOP, "a symbolic link at the end", rel) from None
+        if exc.errno == errno.ELOOP:
+            raise EscapeError(f"a symbolic link at the end: {rel!r}") from None
         raise
     finally:
         if cur != dirfd:
@@ -110,9 +111,9 @@ def open_beneath(dirfd: int, rel: str, flags: int, mode: int = 0o666) -> int:
             return openat2(dirfd, rel or ".", flags, mode)
         except OSError as exc:
             if exc.errno == errno.EXDEV:
-                raise EscapeError(errno.EXDEV, "the path leaves its root", rel) from None
+                raise EscapeError(f"the path leaves its root: {rel!r}") from None
             if exc.errno == errno.ELOOP:
-                raise EscapeError(errno.ELOOP, "a magic link or a symlink loop", rel) from None
+                raise EscapeError(f"a magic link or a symlink loop: {rel!r}") from None
             raise
     return walk_open(dirfd, rel, flags, mode)
 

@@ -20,12 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from execengine.web.errors import BlockedAddressError, ConnectionFailedError
+from execengine.errors import BlockedAddressError, ConnectionFailedError
+from execengine.errors import DomainRefusedError as DomainRefused
 from execengine.web.guard import AddressPolicy, Resolver, system_resolver
-
-
-class DomainRefused(Exception):
-    """A host the allow-list refuses; the message says why."""
 
 
 def _norm(host: str) -> str:
@@ -95,6 +92,8 @@ class DomainPolicy:
         guard = AddressPolicy(allow_private=False, allowed_hosts=self._explicit())
         try:
             return guard.vet(_norm(host), port, resolver)
+        except DomainRefused:
+            raise
         except BlockedAddressError as exc:
             raise DomainRefused(f"{_norm(host)}: internal address refused ({exc})") from exc
         except ConnectionFailedError as exc:
@@ -130,3 +129,6 @@ def guard_fetcher(fetcher: Any, domains: DomainPolicy) -> Any:
                    max_redirects=fetcher.max_redirects, user_agent=fetcher.user_agent,
                    policy=DomainGuard(base.allow_private, base.allowed_hosts, domains),
                    resolver=fetcher.resolver, ssl_context=fetcher.ssl_context)
+
+
+__all__ = ["DomainGuard", "DomainPolicy", "DomainRefused", "guard_fetcher", "matches"]

@@ -31,7 +31,7 @@ from typing import IO, TYPE_CHECKING
 
 from execengine.confine.beneath import EscapeError, open_beneath, real_path_of
 from execengine.confine.policy import ExecutionPolicy
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 
 if TYPE_CHECKING:
     from execengine.fileops.paths import PathGuard

@@ -31,9 +31,9 @@ from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
 from execengine.engine.capture import OutputCapture
 from execengine.engine.supervise import supervise
-from execengine.errors import SandboxError
+from execengine.errors import SandboxError, TerminalError
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
-from execengine.terminal.backend import TIMEOUT_EXIT_CODE, CommandResult, TerminalError
+from execengine.terminal.backend import TIMEOUT_EXIT_CODE, CommandResult
 from execengine.terminal.procs import PWD_FD_MIN, shell_script
 
 if TYPE_CHECKING:

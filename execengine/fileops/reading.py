@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from execengine.confine.files import open_binary
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.textio import SNIFF_BYTES, looks_binary
 
 MAX_LINE_CHARS = 2000

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from execengine.confine.files import is_anchored, open_binary
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 
 #: how much of a file :func:`looks_binary` inspects
 SNIFF_BYTES = 8192

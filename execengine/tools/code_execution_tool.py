@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from execengine.approval.gate import APPROVALS, ApprovalState, _persist
 from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.engine.allowed import allowed_tools
 from execengine.engine.result import no_code_result, refused_result
-from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
+from execengine.errors import IsolationError
+from execengine.isolation import choose_level, detect
+from execengine.registry import DefinitionContext, ToolRegistry
 
 specs = ToolSpecs()
 
@@ -45,6 +49,21 @@ MODE_TEXT = {
 }
 
 
+#: what each script-callable tool returns, told to the model so its scripts can rely on it
+RESULT_SHAPES = {
+    "read_file": '{"content": "     1|first line\\n     2|...", "total_lines", "truncated"} '
+                 '(each line numbered "N|")',
+    "write_file": '{"path", "bytes_written", "lines", "created"}',
+    "patch": '{"success", "replacements", "diff"} or {"success": false, "error"}',
+    "search_files": '{"matches": [{"path", "line", "content"}], "total_count", "truncated"}; '
+                    'target="files": {"files": [path, ...], ...}',
+    "terminal": '{"output", "exit_code"}',
+    "web_search": '{"data": {"web": [{"url", "title", "description"}]}}',
+    "web_extract": '{"results": [{"url", "title", "content"} or {"url", "error"}]} '
+                   '(up to 20 URLs a call)',
+}
+
+
 def _first_line(text: str) -> str:
     line = text.strip().split("\n", 1)[0]
     end = line.find(". ")
@@ -53,7 +72,7 @@ def _first_line(text: str) -> str:
 
 def describe(registry: ToolRegistry, names: list[str]) -> str:
     ce = registry.config.code_execution
-    mode = ce.mode if ce.mode in MODE_TEXT else "project"
+    mode = ce.mode
     lines = [
         "Run a Python script that calls tools programmatically and return what it prints. "
         "Use it to chain many tool calls, loop, filter and aggregate without putting every "
@@ -63,7 +82,9 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         "is {\"error\": ...}):",
     ]
     for name in names:
-        lines.append(f"- {name}: {_first_line(registry.get(name).description)}")
+        shape = RESULT_SHAPES.get(name)
+        lines.append(f"- {name}: {_first_line(registry.get(name).description)}"
+                     + (f" Returns {shape}." if shape else ""))
     lines += [
         "Helpers in hermes_tools: json_parse(text), shell_quote(s), "
         "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "
@@ -92,8 +113,6 @@ SANDBOX_TEXT = {
 
 def _sandbox_text(registry: ToolRegistry) -> str:
     """What the isolation level means for a script (the host probe is cached)."""
-    from execengine.errors import IsolationError
-    from execengine.isolation import choose_level, detect
 
     ce = registry.config.code_execution
     try:
@@ -156,7 +175,6 @@ def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
 def approve(code: str, ctx: ToolContext, scope: ScriptScope) -> ScriptVerdict:
     """The whole-script gate (:mod:`execengine.approval.script`) with this call's approver,
     classifier and session; an "always" answer is added to approvals.command_allowlist."""
-    from execengine.approval.gate import APPROVALS, ApprovalState, _persist
 
     return check_script(
         code, scope, ctx.config.approvals, ctx.service(APPROVALS, ApprovalState),

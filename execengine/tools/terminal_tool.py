@@ -18,10 +18,11 @@ from execengine.config import Config
 from execengine.confine.policy import ExecutionPolicy, policy_of
 from execengine.confine.terminal import AGENT_SANDBOX, AgentSandbox, run_sandboxed
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
+from execengine.errors import TerminalError
 from execengine.launch.base import Launcher
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
-from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalError
+from execengine.terminal.backend import CommandResult, ProcessInfo
 from execengine.terminal.session import TERMINAL, TerminalService
 
 specs = ToolSpecs()

@@ -12,7 +12,7 @@ from execengine.config import Config
 from execengine.confine.files import checked_open
 from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.fileops.textio import atomic_write
 from execengine.registry import ToolRegistry

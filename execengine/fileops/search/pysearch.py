@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from execengine.confine.files import open_binary
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.search.query import Hit, Query
 from execengine.fileops.search.walk import walk_files
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from execengine.confine.files import open_binary
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.paths import PathGuard
 from execengine.fileops.search.query import Hit, Query
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from execengine.confine.files import checked_open, open_binary
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.search.globs import IgnoreRule, ignore_verdict, parse_gitignore
 from execengine.fileops.search.query import SKIPPED_NAMES
 
