@@ -18,10 +18,10 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from execengine.errors import BlockedAddressError, ConnectionFailedError
 from execengine.errors import DomainRefusedError as DomainRefused
+from execengine.web.fetch import Fetcher
 from execengine.web.guard import AddressPolicy, Resolver, system_resolver
 
 
@@ -120,10 +120,8 @@ class DomainGuard(AddressPolicy):
         return inner.vet(host, port, resolver)
 
 
-def guard_fetcher(fetcher: Any, domains: DomainPolicy) -> Any:
+def guard_fetcher(fetcher: Fetcher, domains: DomainPolicy) -> Fetcher:
     """A copy of a :class:`execengine.web.fetch.Fetcher` that obeys ``domains`` too."""
-    from execengine.web.fetch import Fetcher
-
     base = fetcher.policy
     return Fetcher(timeout=fetcher.timeout, max_bytes=fetcher.max_bytes,
                    max_redirects=fetcher.max_redirects, user_agent=fetcher.user_agent,

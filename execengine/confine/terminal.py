@@ -32,7 +32,9 @@ from execengine.confine.proxy import AllowListProxy
 from execengine.engine.capture import OutputCapture
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError, TerminalError
+from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
+from execengine.rpc.channel import make_socket_dir
 from execengine.terminal.backend import TIMEOUT_EXIT_CODE, CommandResult
 from execengine.terminal.procs import PWD_FD_MIN, shell_script
 
@@ -183,8 +185,6 @@ class AgentSandbox:
             if self._closed:
                 raise TerminalError("the terminal sandbox is closed")
             if self._launcher is None:
-                from execengine.isolation import make_launcher
-
                 config = self.registry.config.with_overrides(
                     {"code_execution.isolation": self.level})
                 self._launcher = make_launcher(config)
@@ -213,8 +213,6 @@ class AgentSandbox:
             if self._closed:
                 raise TerminalError("the terminal sandbox is closed")
             if self._proxy is None:
-                from execengine.rpc.channel import make_socket_dir
-
                 self._proxy_dir = make_socket_dir()
                 self._proxy = AllowListProxy(
                     DomainPolicy.of(policy.allowed_domains, policy.denied_domains),

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from execengine.confine.files import FileConfinement
 from execengine.errors import FileOpError
 
 if TYPE_CHECKING:
     from execengine.config import Config
-    from execengine.confine.files import FileConfinement
     from execengine.confine.policy import ExecutionPolicy
 
 #: actions that change the file system (their paths are anchored under a confinement)
@@ -133,8 +133,6 @@ class Scope:
                  ) -> Scope:
         if policy is None or not policy.confined:
             return cls(cwd, PathGuard.from_config(config))
-        from execengine.confine.files import FileConfinement
-
         guard = PathGuard.from_config(config, policy)
         return cls(cwd, guard, FileConfinement(policy, guard))
 

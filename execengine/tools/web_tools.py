@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execengine.config import Config
+from execengine.confine.domains import DomainPolicy, guard_fetcher
 from execengine.confine.policy import policy_of
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
@@ -82,8 +83,6 @@ def _fetcher(ctx: ToolContext) -> Fetcher:
     policy = policy_of(ctx)
     if policy is not None and policy.network == "allowlist":
         # a script under a network allow-list: its web tools obey the same list
-        from execengine.confine.domains import DomainPolicy, guard_fetcher
-
         fetcher = guard_fetcher(fetcher, DomainPolicy.of(policy.allowed_domains,
                                                          policy.denied_domains))
     return fetcher
