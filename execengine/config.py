@@ -103,7 +103,9 @@ class CodeExecutionConfig:
 
 @dataclass(frozen=True)
 class TerminalConfig:
-    backend: str = option("local", "terminal backend", choices=("local",))
+    backend: str = option(
+        "local", "where commands and scripts run: this machine, or the ssh section's remote "
+        "(execute_code's children run there)", choices=("local", "ssh"))
     cwd: str | None = option(None, "working directory of new sessions (default: process cwd)")
     env_passthrough: tuple[str, ...] = option(
         (), "environment variables passed to children even if they look secret"
@@ -194,6 +196,24 @@ class FilesConfig:
 
 
 @dataclass(frozen=True)
+class SshConfig:
+    host: str | None = option(None, "remote host for terminal.backend: ssh")
+    port: int = option(22, "SSH port", min=1, max=65535)
+    user: str | None = option(None, "remote user (default: ssh's default)")
+    identity_file: str | None = option(None, "private key file (key authentication only)")
+    known_hosts_file: str | None = option(
+        None, "known-hosts file the remote's host key must be in (never auto-accepted; "
+        "default ~/.ssh/known_hosts)")
+    connect_timeout: float = option(10.0, "seconds to establish the connection", min=1.0)
+    remote_dir: str = option(
+        "~/.execengine-remote", "remote folder for the runtime, staging and sockets (keep it "
+        "short: Unix socket paths are limited to 107 bytes)")
+    python: str = option("python3", "remote interpreter (>= 3.8)")
+    cwd: str | None = option(None, "remote working directory of scripts in project mode "
+                             "(default: the remote user's home)")
+
+
+@dataclass(frozen=True)
 class PluginsConfig:
     directory: str | None = option(None, "folder of plugin modules (*.py or packages)")
     entry_points: bool = option(True, "load plugins from the execengine.plugins entry points")
@@ -224,6 +244,7 @@ class Config:
     toolsets: ToolsetsConfig = section(ToolsetsConfig, "which toolsets are offered")
     web: WebConfig = section(WebConfig, "web tools")
     files: FilesConfig = section(FilesConfig, "file tools")
+    ssh: SshConfig = section(SshConfig, "the remote for terminal.backend: ssh")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
     #: the file this came from, ``None`` for defaults

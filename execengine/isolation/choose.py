@@ -34,7 +34,19 @@ def choose_level(requested: str, minimum: str | None, report: IsolationReport) -
 
 
 def make_launcher(config: Config, report: IsolationReport | None = None) -> Launcher:
-    """The launcher for ``config`` at the chosen level (probing the host once)."""
+    """The launcher for ``config`` at the chosen level (probing the host once); with
+    ``terminal.backend: ssh``, the remote launcher."""
+    if config.terminal.backend == "ssh":
+        from execengine.remote.launcher import SshLauncher
+        from execengine.remote.ssh import SshTarget
+
+        s = config.ssh
+        if not s.host:
+            raise IsolationError("terminal.backend is 'ssh' but ssh.host is not set")
+        return SshLauncher(
+            SshTarget(s.host, s.port, s.user, s.identity_file, s.known_hosts_file,
+                      s.connect_timeout),
+            remote_dir=s.remote_dir, python=s.python, cwd=s.cwd)
     ce = config.code_execution
     report = report or detect()
     level = choose_level(ce.isolation, ce.min_isolation, report)
