@@ -85,8 +85,8 @@ def remote() -> Iterator[Remote]:
     proc: subprocess.Popen[bytes] | None = None
     created_user = False
     try:
-        subprocess.run(["useradd", "-M", "-p", "*", "-d", str(home), "-s", "/bin/sh", user], check=True,
-                       timeout=30)
+        subprocess.run(["useradd", "-M", "-p", "*", "-d", str(home), "-s", "/bin/sh", user],
+                       check=True, timeout=30)
         created_user = True
         ent = pwd.getpwnam(user)
         home.mkdir(mode=0o700)
