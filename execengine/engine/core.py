@@ -90,7 +90,12 @@ class Engine:
             # supports; min_isolation turns a downgrade into IsolationError).
             from execengine.isolation import make_launcher
 
-            launcher = make_launcher(self.config)
+            if self.config.terminal.backend == "ssh":  # the registry's one connection
+                from execengine.remote.host import REMOTE, RemoteHost
+
+                launcher = self.registry.service(REMOTE, RemoteHost).launcher
+            else:
+                launcher = make_launcher(self.config)
         self.launcher = launcher
         clean_leftovers(self.config)
         self.runtime = Runtime()

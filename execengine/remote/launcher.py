@@ -92,8 +92,9 @@ class SshLauncher(Launcher):
 
     def __init__(self, target: SshTarget, *, remote_dir: str = "~/.execengine-remote",
                  python: str = "python3", cwd: str | None = None,
-                 connection: SshConnection | None = None) -> None:
+                 connection: SshConnection | None = None, owns_connection: bool = True) -> None:
         self.connection = connection or SshConnection(target)
+        self._owns_connection = owns_connection or connection is None
         self.python = python
         self.cwd = cwd
         self._remote_dir_setting = remote_dir
@@ -172,7 +173,8 @@ class SshLauncher(Launcher):
         return SshChild(proc, self.connection, forward)
 
     def close(self) -> None:
-        self.connection.close()
+        if self._owns_connection:
+            self.connection.close()
 
 
 def remote_env(env: Mapping[str, str], rpc_socket: str | None) -> dict[str, str]:
