@@ -20,7 +20,10 @@ def scope_of(ctx: ToolContext) -> Scope:
 
 
 def filesystem_available(config: Config) -> bool | str:
-    """Availability check of the file tools: the working directory must exist."""
+    """Availability check of the file tools: the working directory must exist (on the
+    remote with ``terminal.backend: ssh``: checked there, call by call)."""
+    if config.terminal.backend == "ssh":
+        return True
     base = config.terminal.cwd
     folder = os.path.expanduser(base) if base else os.getcwd()
     if not os.path.isdir(folder):

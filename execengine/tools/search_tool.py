@@ -10,9 +10,8 @@ from typing import Any
 
 from execengine.config import Config
 from execengine.context import ToolContext
-from execengine.fileops import FileOpError
-from execengine.fileops.calls import filesystem_available, scope_of
-from execengine.fileops.search import search
+from execengine.fileops.backend import run_operation
+from execengine.fileops.calls import filesystem_available
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
 from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
@@ -21,10 +20,7 @@ specs = ToolSpecs()
 
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    try:
-        return search(scope_of(ctx), args, backend=ctx.call.search_backend)
-    except FileOpError as exc:
-        return exc.to_dict()
+    return run_operation(ctx, "search_files", args)
 
 
 def search_available(config: Config) -> bool | str:
