@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from execengine.errors import SandboxError
+from execengine.remote import mux
 
 
 class RemoteError(SandboxError):
@@ -169,12 +170,19 @@ class SshConnection:
             raise RemoteError(f"{self.target.destination}: ssh -O {op} failed: {said}")
 
     def forward_socket(self, remote_path: str, local_path: str) -> None:
-        """Make ``remote_path`` on the remote a Unix socket forwarded to ``local_path``."""
-        self._control("forward", ["-R", f"{remote_path}:{local_path}"])
+        """Make ``remote_path`` on the remote a Unix socket forwarded to ``local_path``
+        (through the master's control socket: no ``ssh -O`` process per request)."""
+        self.connect()
+        try:
+            mux.open_remote_forward(self.control_path, remote_path, local_path,
+                                    timeout=self.target.connect_timeout + 20)
+        except (mux.MuxError, OSError) as exc:
+            raise RemoteError(f"{self.target.destination}: forwarding {remote_path} "
+                              f"failed: {exc}") from exc
 
     def cancel_socket(self, remote_path: str, local_path: str) -> None:
-        with contextlib.suppress(RemoteError, subprocess.TimeoutExpired):
-            self._control("cancel", ["-R", f"{remote_path}:{local_path}"])
+        with contextlib.suppress(mux.MuxError, OSError):
+            mux.close_remote_forward(self.control_path, remote_path, local_path, timeout=10)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

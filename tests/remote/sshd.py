@@ -76,8 +76,9 @@ def available() -> bool:
 
 
 @contextlib.contextmanager
-def loopback_remote() -> Iterator[Remote]:
-    """Start sshd on 127.0.0.1 with a new user; stop both and remove everything after."""
+def loopback_remote(*, forwarding: bool = True) -> Iterator[Remote]:
+    """Start sshd on 127.0.0.1 with a new user; stop both and remove everything after.
+    ``forwarding=False``: a server that refuses socket forwarding (as many do)."""
     base = Path(tempfile.mkdtemp(prefix="ee-sshd-"))
     base.chmod(0o755)
     user = "eessh" + secrets.token_hex(3)
@@ -109,9 +110,9 @@ def loopback_remote() -> Iterator[Remote]:
             f"PidFile {base / 'sshd.pid'}", f"AuthorizedKeysFile {keys}/%u",
             "StrictModes no", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
             "UsePAM no", f"AllowUsers {user}", "PermitRootLogin no",
-            "AllowStreamLocalForwarding yes", "StreamLocalBindUnlink yes",
-            "AllowTcpForwarding remote", "X11Forwarding no", "PrintMotd no", "MaxSessions 100",
-            "MaxStartups 100", "LogLevel ERROR", ""]))
+            f"AllowStreamLocalForwarding {'yes' if forwarding else 'no'}",
+            "StreamLocalBindUnlink yes", "AllowTcpForwarding remote", "X11Forwarding no",
+            "PrintMotd no", "MaxSessions 100", "MaxStartups 100", "LogLevel ERROR", ""]))
         run_dir.mkdir(mode=0o755, exist_ok=True)
         proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

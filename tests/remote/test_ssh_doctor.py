@@ -71,3 +71,22 @@ def test_doctor_text_output(capsys: pytest.CaptureFixture[str], tmp_path: Path,
     assert main(["--config", str(_config_file(tmp_path, remote)), "doctor"]) == 0
     out = capsys.readouterr().out
     assert "remote (terminal.backend: ssh): ok" in out and "socket forwarding" in out
+
+
+def test_a_server_refusing_socket_forwarding_is_reported(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from execengine.engine import Engine
+    from execengine.remote.ssh import RemoteError
+
+    from .sshd import loopback_remote
+
+    with loopback_remote(forwarding=False) as refusing:
+        code, data = doctor(capsys, _config_file(tmp_path, refusing))
+        checks = {c["name"]: c for c in data["remote"]["checks"]}
+        assert code == 1 and checks["connect"]["ok"] and not checks["socket forwarding"]["ok"]
+        assert "AllowStreamLocalForwarding" in checks["socket forwarding"]["detail"]
+        config = Config().with_overrides(refusing.overrides())
+        with ToolRegistry(config) as reg, Engine(config, reg) as engine, \
+                pytest.raises(RemoteError, match="forwarding .* failed"):
+            engine.execute("print('never')")
+        assert refusing.wait_no_processes() == []
