@@ -24,7 +24,8 @@ tool schema).
     └── SandboxError
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
         ├── HandshakeError          the child did not say hello in time, or said it wrongly
-        └── IsolationError          a required isolation layer is not available here
+        ├── IsolationError          a required isolation layer is not available here
+        └── RemoteError             the ssh backend's remote is unreachable or refused
 
 Errors inside tools (FileOpError, WebError, TerminalError) never leave the dispatcher: they
 become ``{"error": ...}`` results the model or the script reads.
@@ -117,6 +118,11 @@ class HandshakeError(SandboxError):
 
 class IsolationError(SandboxError):
     """A required isolation layer is unavailable on this host."""
+
+
+class RemoteError(SandboxError):
+    """The remote of ``terminal.backend: ssh`` cannot be reached or refused what was asked
+    (host key, authentication, forwarding: the message says which)."""
 
 
 def did_you_mean(word: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str:

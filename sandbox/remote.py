@@ -2,8 +2,8 @@
 
 The host runs ``env -i PATH=... python3 -c "{ENTRY}"`` on the remote, with this package's
 directory (installed once per content hash) as the only ``PYTHONPATH`` entry. Nothing
-secret is on the command line: the first line of standard input is a JSON header with
-the script, the rendered stub, the script's environment (allow-listed by the host: the
+secret is on the command line: standard input starts with a header (:func:`_read_header`)
+with the script, the rendered stub, the script's environment (allow-listed by the host: the
 remote's own login environment is dropped), its working directory and the run token.
 
 Then, as the local bootstrap does, but with standard input as the watchdog: EOF on it (the
@@ -14,9 +14,7 @@ sends SIGTERM to all of it first. The script's stdout and stderr are the channel
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 
 from . import bootstrap
@@ -27,34 +25,78 @@ ENTRY = "import sys; from _execengine.remote import main; sys.exit(main())"
 MAX_HEADER = 64 * 1024 * 1024
 
 
-def _read_header(fd: int = 0) -> dict:
-    """The first line of ``fd``, read byte-wise so nothing after it is consumed."""
+def _read_exact(fd: int, n: int) -> bytes:
     chunks = []
-    size = 0
-    while True:
-        data = os.read(fd, 65536)
+    while n > 0:
+        data = os.read(fd, min(n, 1 << 20))
         if not data:
             raise ValueError("standard input closed before the header")
-        nl = data.find(b"\n")
-        if nl >= 0:  # the host writes nothing more until the script runs
-            chunks.append(data[:nl])
-            break
         chunks.append(data)
-        size += len(data)
-        if size > MAX_HEADER:
-            raise ValueError("header too large")
-    header = json.loads(b"".join(chunks).decode("utf-8", "surrogatepass"))
-    if not isinstance(header, dict):
-        raise ValueError("header is not a JSON object")
+        n -= len(data)
+    return b"".join(chunks)
+
+
+def _read_header(fd: int = 0) -> dict:
+    """The header: ``EE1 <length>\\n`` then that many bytes of netstrings (``<n>:<bytes>,``),
+    alternately a key and its value; keys ``env:NAME`` make up ``header["env"]``. Read
+    exactly, so nothing after it is consumed; no ``json`` (its import costs more than the
+    rest of the start-up)."""
+    line = b""
+    while not line.endswith(b"\n"):
+        byte = os.read(fd, 1)
+        if not byte or len(line) > 32:
+            raise ValueError("bad header start")
+        line += byte
+    magic, _, size = line.strip().partition(b" ")
+    if magic != b"EE1" or not size.isdigit() or int(size) > MAX_HEADER:
+        raise ValueError("bad header start")
+    body = _read_exact(fd, int(size))
+    words = []
+    i = 0
+    while i < len(body):
+        colon = body.index(b":", i, i + 12)
+        n = int(body[i:colon])
+        end = colon + 1 + n
+        if body[end:end + 1] != b",":
+            raise ValueError("bad header field")
+        words.append(body[colon + 1:end].decode("utf-8", "surrogatepass"))
+        i = end + 1
+    if len(words) % 2:
+        raise ValueError("bad header: a key without a value")
+    header = {"env": {}}  # type: dict
+    for key, value in zip(words[::2], words[1::2]):
+        if key.startswith("env:"):
+            header["env"][key[4:]] = value
+        else:
+            header[key] = value
     return header
+
+
+def _rmtree(path: str) -> None:
+    """Remove a staging directory (``shutil`` is a costly import for this alone)."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        entries = []
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                _rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _stage(header: dict) -> str:
     base = os.path.expanduser(header.get("base") or "~/.execengine-remote")
     os.makedirs(base, mode=0o700, exist_ok=True)
-    import tempfile
-
-    path = tempfile.mkdtemp(prefix="run-", dir=base)
+    path = os.path.join(base, "run-" + os.urandom(8).hex())
+    os.mkdir(path, 0o700)
     for name, key in (("script.py", "script"), ("hermes_tools.py", "stub")):
         with open(os.path.join(path, name), "w", encoding="utf-8",
                   errors="surrogatepass") as f:
@@ -71,7 +113,7 @@ def main(argv=None) -> int:
         return 2
 
     def cleanup() -> None:
-        shutil.rmtree(staging, ignore_errors=True)
+        _rmtree(staging)
         sock = header.get("socket")
         if sock:
             try:

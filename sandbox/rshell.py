@@ -1,7 +1,7 @@
 """Remote side of the ``ssh`` terminal backend: one shell command, supervised.
 
 The host runs ``env -i PATH=... python3 -c "{ENTRY}"`` over its SSH connection. The first
-line of standard input is a JSON header: ``command``, ``cwd``, ``env`` (allow-listed by
+thing on standard input is a header (``sandbox/remote.py``'s format): ``command``, ``cwd``, ``env`` (allow-listed by
 the host), ``pty`` and ``grace``. The command runs under ``bash -c`` in a new session with
 a unique run token in its environment; its output (stdout and stderr together) is relayed
 to this process's standard output as it comes.

@@ -9,7 +9,7 @@ environment, RPC channel); :class:`SshLauncher` then runs it on the remote:
   ``<remote_dir>/s/<token>.sock`` (``ssh -O forward -R``), so a tool call costs one round
   trip on the link: no polling, no files;
 - the child starts as ``env -i ... python3 -c ENTRY`` (the remote login environment is
-  dropped) and reads the script, the stub and its environment from a JSON header on its
+  dropped) and reads the script, the stub and its environment from a header on its
   standard input, so no secret is on a command line; that input then serves as its
   watchdog: ``T`` asks for SIGTERM, EOF (the host closed it, died, or the connection
   dropped) kills every process of the execution and removes its files.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
 import os
 import subprocess
 import tarfile
@@ -141,12 +140,11 @@ class SshLauncher(Launcher):
         remote_sock = f"{base}/s/{spec.run_token[:24]}.sock"
         if local_sock:
             self.connection.forward_socket(remote_sock, local_sock)
-        header = {
+        header = encode_header({
             "script": script.read_text("utf-8", "surrogatepass"), "stub": stub,
-            "env": remote_env(env, remote_sock if local_sock else None),
             "cwd": None if strict else (self.cwd or "~"), "base": base,
             "socket": remote_sock if local_sock else None,
-        }
+        }, remote_env(env, remote_sock if local_sock else None))
         argv = self.connection.command(
             f"exec env -i PATH={REMOTE_PATH} PYTHONPATH={quote([runtime])} "
             f"{quote([self.python, '-c', REMOTE_ENTRY])}")
@@ -159,9 +157,8 @@ class SshLauncher(Launcher):
                 self.connection.cancel_socket(remote_sock, local_sock)
             raise RemoteError(f"cannot start ssh: {exc}") from exc
         assert proc.stdin is not None
-        data = json.dumps(header, ensure_ascii=False).encode("utf-8", "surrogatepass")
         try:
-            proc.stdin.write(data + b"\n")
+            proc.stdin.write(header)
             proc.stdin.flush()
         except OSError:
             pass  # the channel failed: the exit status says so
@@ -175,6 +172,16 @@ class SshLauncher(Launcher):
     def close(self) -> None:
         if self._owns_connection:
             self.connection.close()
+
+
+def encode_header(fields: Mapping[str, str | None], env: Mapping[str, str]) -> bytes:
+    """The remote helpers' start header (see ``sandbox/remote.py``): netstrings of keys and
+    values, ``env:NAME`` for the environment; ``None`` values are left out."""
+    words = [w for k, v in fields.items() if v is not None for w in (k, v)]
+    words += [w for k, v in env.items() for w in (f"env:{k}", v)]
+    body = b"".join(b"%d:%s," % (len(b), b) for b in
+                    (w.encode("utf-8", "surrogatepass") for w in words))
+    return b"EE1 %d\n" % len(body) + body
 
 
 def remote_env(env: Mapping[str, str], rpc_socket: str | None) -> dict[str, str]:

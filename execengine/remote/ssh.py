@@ -28,12 +28,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from execengine.errors import SandboxError
+from execengine.errors import RemoteError
 from execengine.remote import mux
 
-
-class RemoteError(SandboxError):
-    """The remote cannot be reached or refused what was asked (the message says why)."""
+__all__ = ["RemoteError", "SshConnection", "SshTarget", "quote"]
 
 
 @dataclass(frozen=True)
@@ -160,14 +158,6 @@ class SshConnection:
             raise RemoteError(f"{self.target.destination}: `{remote_command[:80]}` exited "
                               f"{done.returncode}: {said[-500:]}")
         return done.stdout
-
-    def _control(self, op: str, spec: Sequence[str]) -> None:
-        self.connect()
-        argv = [self._ssh, *self.options(), "-O", op, *spec, self.target.destination]
-        done = subprocess.run(argv, capture_output=True, timeout=30, env=_client_env())
-        if done.returncode != 0:
-            said = done.stderr.decode("utf-8", "replace").strip()
-            raise RemoteError(f"{self.target.destination}: ssh -O {op} failed: {said}")
 
     def forward_socket(self, remote_path: str, local_path: str) -> None:
         """Make ``remote_path`` on the remote a Unix socket forwarded to ``local_path``

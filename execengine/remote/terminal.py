@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from execengine.remote.host import RemoteHost
-from execengine.remote.launcher import remote_env
+from execengine.remote.launcher import encode_header, remote_env
 from execengine.terminal.backend import (
     TIMEOUT_EXIT_CODE,
     CommandResult,
@@ -53,11 +53,11 @@ class _Channel:
                                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         except OSError as exc:
             raise TerminalError(f"cannot start ssh: {exc}") from exc
-        header = {"command": command, "cwd": cwd, "env": remote_env(env, None), "pty": pty,
-                  "grace": grace}
+        header = encode_header({"command": command, "cwd": cwd, "pty": "1" if pty else None,
+                                "grace": str(grace)}, remote_env(env, None))
         assert self.proc.stdin is not None and self.proc.stdout is not None
         with contextlib.suppress(OSError):
-            self.proc.stdin.write(json.dumps(header).encode("utf-8", "surrogatepass") + b"\n")
+            self.proc.stdin.write(header)
             self.proc.stdin.flush()
         self.pid = -1
         self.started = threading.Event()

@@ -110,3 +110,8 @@ def test_dropped_connection_ends_the_command_and_leaves_nothing(reg: ToolRegistr
     assert remote.wait_no_processes(10) == []
     out = call(reg, "terminal", command="echo again")  # reconnects
     assert out["output"] == "again\n"
+
+
+def test_pty_commands_get_a_terminal_on_the_remote(reg: ToolRegistry) -> None:
+    out = call(reg, "terminal", command="test -t 1 && echo tty; printf 'a\\nb\\n'", pty=True)
+    assert out["output"] == "tty\na\nb\n" and out["exit_code"] == 0
