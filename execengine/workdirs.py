@@ -12,6 +12,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from execengine.remote.host import REMOTE, RemoteHost
+
 if TYPE_CHECKING:
     from execengine.context import ToolContext
     from execengine.registry import ToolRegistry
@@ -34,8 +36,6 @@ class TaskDirs:
 
     def _default_dir(self) -> str:
         if self._registry.config.terminal.backend == "ssh":  # a directory of the remote
-            from execengine.remote.host import REMOTE, RemoteHost
-
             return self._registry.service(REMOTE, RemoteHost).default_cwd()
         return self._default or os.getcwd()
 

@@ -36,9 +36,10 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_header(fd: int = 0) -> dict:
-    """The header: ``EE1 <length>\\n`` then that many bytes of netstrings (``<n>:<bytes>,``),
-    alternately a key and its value; keys ``env:NAME`` make up ``header["env"]``. Read
+def _read_header(fd: int = 0) -> tuple[dict[str, str], dict[str, str]]:
+    """``(fields, environment)`` from the header: ``EE1 <length>\\n`` then that many bytes
+    of netstrings (``<n>:<bytes>,``), alternately a key and its value (``env:NAME`` for
+    the environment). Read
     exactly, so nothing after it is consumed; no ``json`` (its import costs more than the
     rest of the start-up)."""
     line = b""
@@ -63,13 +64,14 @@ def _read_header(fd: int = 0) -> dict:
         i = end + 1
     if len(words) % 2:
         raise ValueError("bad header: a key without a value")
-    header = {"env": {}}  # type: dict
+    fields: dict[str, str] = {}
+    env: dict[str, str] = {}
     for key, value in zip(words[::2], words[1::2]):
         if key.startswith("env:"):
-            header["env"][key[4:]] = value
+            env[key[4:]] = value
         else:
-            header[key] = value
-    return header
+            fields[key] = value
+    return fields, env
 
 
 def _rmtree(path: str) -> None:
@@ -86,13 +88,13 @@ def _rmtree(path: str) -> None:
                 os.unlink(entry.path)
         except OSError:
             pass
-    try:
+    try:  # noqa: SIM105
         os.rmdir(path)
     except OSError:
         pass
 
 
-def _stage(header: dict) -> str:
+def _stage(header: dict[str, str]) -> str:
     base = os.path.expanduser(header.get("base") or "~/.execengine-remote")
     os.makedirs(base, mode=0o700, exist_ok=True)
     path = os.path.join(base, "run-" + os.urandom(8).hex())
@@ -104,9 +106,9 @@ def _stage(header: dict) -> str:
     return path
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
-        header = _read_header()
+        header, given_env = _read_header()
         staging = _stage(header)
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"execengine remote: bad start: {exc}\n")
@@ -116,14 +118,14 @@ def main(argv=None) -> int:
         _rmtree(staging)
         sock = header.get("socket")
         if sock:
-            try:
+            try:  # noqa: SIM105
                 os.unlink(sock)
             except OSError:
                 pass
 
     bootstrap._before_exit.append(cleanup)
     runtime = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {str(k): str(v) for k, v in (header.get("env") or {}).items()}
+    env = dict(given_env)
     env["PYTHONPATH"] = os.pathsep.join([staging, runtime] + [
         p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     # the watchdog gets the channel's input; the script's own stdin is /dev/null

@@ -1,10 +1,10 @@
 """Remote side of the ``ssh`` terminal backend: one shell command, supervised.
 
-The host runs ``env -i PATH=... python3 -c "{ENTRY}"`` over its SSH connection. The first
-thing on standard input is a header (``sandbox/remote.py``'s format): ``command``, ``cwd``, ``env`` (allow-listed by
-the host), ``pty`` and ``grace``. The command runs under ``bash -c`` in a new session with
-a unique run token in its environment; its output (stdout and stderr together) is relayed
-to this process's standard output as it comes.
+The host runs ``env -i PATH=... python3 -c "{ENTRY}"`` over its SSH connection. Standard
+input starts with a header (``sandbox/remote.py``'s format): ``command``, ``cwd``, ``pty``,
+``grace`` and the environment (allow-listed by the host). The command runs under
+``bash -c`` in a new session with a unique run token in its environment; its output
+(stdout and stderr together) is relayed to this process's standard output as it comes.
 
 Standard input then controls it: ``K`` stops the command (SIGTERM to its session and to
 every process carrying its token, ``grace`` seconds, then SIGKILL); end of file (the host
@@ -18,6 +18,7 @@ by an ``EXIT`` trap to a private descriptor) or ``{"error": message}``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -38,11 +39,11 @@ PWD_FD_MIN = 200
 DRAIN_SECONDS = 0.5
 
 
-def _emit(obj: dict) -> None:
+def _emit(obj: dict[str, object]) -> None:
     os.write(2, (json.dumps(obj) + "\n").encode("utf-8", "surrogateescape"))
 
 
-def _members(shell: int, token: str) -> list:
+def _members(shell: int, token: str) -> list[int]:
     """Live processes of the command: its session's group, everything below this helper,
     and every process carrying its token (children that left the group)."""
     found = set(bootstrap._descendants(os.getpid(), token))
@@ -69,14 +70,10 @@ def _members(shell: int, token: str) -> list:
 def _signal_all(shell: int, token: str, sig: int) -> int:
     pids = _members(shell, token)
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, sig)
-        except OSError:
-            pass
-    try:
+    with contextlib.suppress(OSError):
         os.killpg(shell, sig)
-    except OSError:
-        pass
     return len(pids)
 
 
@@ -86,7 +83,7 @@ def _kill_rest(shell: int, token: str) -> None:
         time.sleep(0.005)
 
 
-def _stop(proc: subprocess.Popen, token: str, grace: float) -> None:
+def _stop(proc: subprocess.Popen[bytes], token: str, grace: float) -> None:
     if _signal_all(proc.pid, token, signal.SIGTERM):
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
@@ -97,7 +94,7 @@ def _stop(proc: subprocess.Popen, token: str, grace: float) -> None:
     _kill_rest(proc.pid, token)
 
 
-def _control(proc: subprocess.Popen, token: str, grace: float) -> None:
+def _control(proc: subprocess.Popen[bytes], token: str, grace: float) -> None:
     """``K``: stop the command; EOF: kill everything now and leave."""
     while True:
         try:
@@ -131,8 +128,8 @@ def _relay(fd: int, pty: bool) -> None:
             data = data[os.write(1, data):]
 
 
-def _environment(given: dict, token: str) -> dict:
-    env = {str(k): str(v) for k, v in given.items()}
+def _environment(given: dict[str, str], token: str) -> dict[str, str]:
+    env = dict(given)
     try:
         me = pwd.getpwuid(os.getuid())
     except KeyError:
@@ -145,18 +142,18 @@ def _environment(given: dict, token: str) -> dict:
     return env
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
-        header = _read_header()
+        header, given_env = _read_header()
     except (OSError, ValueError) as exc:
-        _emit({"error": "bad start: %s" % exc})
+        _emit({"error": f"bad start: {exc}"})
         return 2
     cwd = os.path.expanduser(header.get("cwd") or "~")
     if not os.path.isdir(cwd):
-        _emit({"error": "working directory does not exist: %s" % cwd})
+        _emit({"error": f"working directory does not exist: {cwd}"})
         return 2
     token = uuid.uuid4().hex
-    env = _environment(header.get("env") or {}, token)
+    env = _environment(given_env, token)
     pty = bool(header.get("pty"))
     import fcntl
 
@@ -170,17 +167,18 @@ def main(argv=None) -> int:
         out_r, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
         env.setdefault("TERM", "xterm")
-        stdin, stdout = slave, slave  # type: object, int
+        stdin, stdout = slave, slave
     else:
         out_r, stdout = os.pipe()
         stdin = subprocess.DEVNULL
-    script = "trap 'printf \"%%s\" \"$PWD\" >&%d' EXIT\n%s\n" % (pwd_w, header.get("command"))
+    command = header.get("command", "")
+    script = f"trap 'printf \"%s\" \"$PWD\" >&{pwd_w}' EXIT\n{command}\n"
     try:
         proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-c", script], cwd=cwd,
                                 env=env, stdin=stdin, stdout=stdout, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True, pass_fds=(pwd_w,))
     except OSError as exc:
-        _emit({"error": "cannot start bash: %s" % exc})
+        _emit({"error": f"cannot start bash: {exc}"})
         return 2
     finally:
         os.close(stdout)

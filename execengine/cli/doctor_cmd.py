@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from execengine.cli._common import config_from, print_json, table
 from execengine.errors import IsolationError
+from execengine.isolation.choose import choose_level
+from execengine.isolation.detect import detect
+from execengine.remote.doctor import Check, check_remote
 
 if TYPE_CHECKING:
     from execengine.config import Config
-    from execengine.remote.doctor import Check
 
 
 def add_parser(sub: Any) -> None:
@@ -26,8 +28,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from execengine.isolation.choose import choose_level
-    from execengine.isolation.detect import detect
 
     config = config_from(args)
     ce = config.code_execution
@@ -71,6 +71,4 @@ def run(args: argparse.Namespace) -> int:
 def _remote_checks(config: Config) -> list[Check]:
     if config.terminal.backend != "ssh":
         return []
-    from execengine.remote.doctor import check_remote
-
     return check_remote(config)

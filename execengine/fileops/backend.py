@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from execengine.fileops.calls import scope_of
 from execengine.fileops.ops import OPERATIONS, FileSettings, ToolResult
+from execengine.remote.host import REMOTE, RemoteHost
 from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ def remote_files(ctx: ToolContext) -> FileBackend | None:
     """The remote's file backend when the terminal backend is remote, else None."""
     if ctx.config.terminal.backend != "ssh":
         return None
-    from execengine.remote.host import REMOTE, RemoteHost
-
     return ctx.service(REMOTE, RemoteHost).files()
 
 

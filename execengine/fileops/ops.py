@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from execengine.fileops.calls import string_arg
+from execengine.errors import FileOpError
+from execengine.fileops.args import string_arg
 from execengine.fileops.diffs import unified
-from execengine.fileops.errors import FileOpError
 from execengine.fileops.patching import apply_patch
 from execengine.fileops.paths import Scope
 from execengine.fileops.reading import check_window, read_window

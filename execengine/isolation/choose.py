@@ -7,7 +7,11 @@ import logging
 from execengine.config import Config
 from execengine.errors import IsolationError
 from execengine.isolation.detect import LEVELS, IsolationReport, detect
+from execengine.isolation.launchers import IsolatedLauncher, RestrictedLauncher
 from execengine.launch.base import Launcher
+from execengine.launch.local import LocalLauncher
+from execengine.remote.launcher import SshLauncher
+from execengine.remote.ssh import SshTarget
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +41,17 @@ def make_launcher(config: Config, report: IsolationReport | None = None) -> Laun
     """The launcher for ``config`` at the chosen level (probing the host once); with
     ``terminal.backend: ssh``, the remote launcher."""
     if config.terminal.backend == "ssh":
-        from execengine.remote.launcher import SshLauncher
-        from execengine.remote.ssh import SshTarget
-
         s = config.ssh
-        if not s.host:
-            raise IsolationError("terminal.backend is 'ssh' but ssh.host is not set")
-        return SshLauncher(
-            SshTarget(s.host, s.port, s.user, s.identity_file, s.known_hosts_file,
-                      s.connect_timeout),
-            remote_dir=s.remote_dir, python=s.python, cwd=s.cwd)
+        return SshLauncher(SshTarget.from_config(config), remote_dir=s.remote_dir, python=s.python,
+                           cwd=s.cwd)
     ce = config.code_execution
     report = report or detect()
     level = choose_level(ce.isolation, ce.min_isolation, report)
     if level == "isolated":
-        from execengine.isolation.launchers import IsolatedLauncher
 
         return IsolatedLauncher(report)
     if level == "restricted":
-        from execengine.isolation.launchers import RestrictedLauncher
 
         return RestrictedLauncher(report)
-    from execengine.launch.local import LocalLauncher
 
     return LocalLauncher()

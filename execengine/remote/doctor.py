@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from execengine.remote.files import MIN_PYTHON, files_archive
+from execengine.remote.host import target_of
 from execengine.remote.launcher import runtime_archive
 from execengine.remote.ssh import RemoteError, SshConnection, quote
 
@@ -43,8 +44,6 @@ class Check:
 
 def check_remote(config: Config) -> list[Check]:
     """Every check of the configured remote, in order; later ones are skipped on failure."""
-    from execengine.remote.host import target_of
-
     try:
         target = target_of(config)
     except RemoteError as exc:

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import execengine
 from execengine.fileops.ops import FileSettings, ToolResult
 from execengine.remote.launcher import _INSTALL, REMOTE_PATH
 from execengine.remote.ssh import RemoteError, quote
@@ -45,11 +44,13 @@ MIN_PYTHON = (3, 10)
 #: seconds one operation may take on the remote (a search of a huge tree) before the
 #: channel is given up
 CALL_TIMEOUT = 300.0
+#: this package's folder (``execengine/``)
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _PACKAGE_DOC = '"""The part of execengine the remote file server needs."""\n'
 
 
 def _module_file(name: str) -> Path | None:
-    root = Path(execengine.__file__).parent
+    root = PACKAGE_DIR
     rel = Path(*name.split(".")[1:])
     for candidate in (root / rel / "__init__.py", (root / rel).with_suffix(".py")):
         if candidate.is_file():
@@ -116,7 +117,7 @@ def server_modules() -> dict[str, Path]:
 
 def files_archive() -> tuple[str, bytes]:
     """The file server's modules as a tar archive, and its content hash."""
-    root = Path(execengine.__file__).parent.parent
+    root = PACKAGE_DIR.parent
     digest = hashlib.sha256()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

@@ -11,23 +11,19 @@ import posixpath
 import threading
 from typing import TYPE_CHECKING
 
-from execengine.remote.launcher import SshLauncher
-from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
+from execengine.remote.files import RemoteFiles
+from execengine.remote.launcher import REMOTE_PATH, SshLauncher
+from execengine.remote.ssh import SshConnection, SshTarget, quote
 
 if TYPE_CHECKING:
     from execengine.config import Config
     from execengine.registry import ToolRegistry
-    from execengine.remote.files import RemoteFiles
 
 REMOTE = "remote"
 
 
 def target_of(config: Config) -> SshTarget:
-    s = config.ssh
-    if not s.host:
-        raise RemoteError("terminal.backend is 'ssh' but ssh.host is not set")
-    return SshTarget(s.host, s.port, s.user, s.identity_file, s.known_hosts_file,
-                     s.connect_timeout)
+    return SshTarget.from_config(config)
 
 
 class RemoteHost:
@@ -56,8 +52,6 @@ class RemoteHost:
     def python_command(self, entry: str) -> str:
         """The shell command line running ``python -c entry`` with the runtime importable,
         under ``env -i`` (the remote login environment is dropped)."""
-        from execengine.remote.launcher import REMOTE_PATH
-
         return (f"exec env -i PATH={REMOTE_PATH} PYTHONPATH={quote([self.runtime()])} "
                 f"{quote([self._launcher.python, '-c', entry])}")
 
@@ -82,8 +76,6 @@ class RemoteHost:
 
     def files(self) -> RemoteFiles:
         """The file tools' channel, started on first use."""
-        from execengine.remote.files import RemoteFiles
-
         with self._lock:
             if self._files is None:
                 self._files = RemoteFiles(self)

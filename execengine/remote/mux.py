@@ -12,6 +12,8 @@ from __future__ import annotations
 import socket
 import struct
 
+from execengine.errors import RemoteError
+
 MUX_MSG_HELLO = 0x00000001
 MUX_C_OPEN_FWD = 0x10000006
 MUX_C_CLOSE_FWD = 0x10000007
@@ -24,10 +26,6 @@ PORT_STREAMLOCAL = 0xFFFFFFFE
 VERSION = 4
 
 
-class MuxError(Exception):
-    """The master refused a request or spoke something unexpected (the message says)."""
-
-
 def _string(data: str | bytes) -> bytes:
     raw = data.encode() if isinstance(data, str) else data
     return struct.pack(">I", len(raw)) + raw
@@ -38,7 +36,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
         if not chunk:
-            raise MuxError("the control socket closed")
+            raise RemoteError("the control socket closed")
         buf += chunk
     return buf
 
@@ -46,7 +44,7 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
 def _recv(sock: socket.socket) -> tuple[int, bytes]:
     (length,) = struct.unpack(">I", _recv_exact(sock, 4))
     if not 4 <= length <= 256 * 1024:
-        raise MuxError(f"bad packet length {length}")
+        raise RemoteError(f"bad packet length {length}")
     body = _recv_exact(sock, length)
     return struct.unpack(">I", body[:4])[0], body[4:]
 
@@ -71,7 +69,7 @@ def _forward(control_path: str, kind: int, remote_path: str, local_path: str,
         _send(sock, MUX_MSG_HELLO, struct.pack(">I", VERSION))
         kind_in, body = _recv(sock)
         if kind_in != MUX_MSG_HELLO or struct.unpack(">I", body[:4])[0] != VERSION:
-            raise MuxError("the master does not speak mux protocol version 4")
+            raise RemoteError("the master does not speak mux protocol version 4")
         request = (struct.pack(">II", 1, MUX_FWD_REMOTE) + _string(remote_path)
                    + struct.pack(">I", PORT_STREAMLOCAL) + _string(local_path)
                    + struct.pack(">I", PORT_STREAMLOCAL))
@@ -80,8 +78,8 @@ def _forward(control_path: str, kind: int, remote_path: str, local_path: str,
         if reply == MUX_S_OK:
             return
         if reply in (MUX_S_PERMISSION_DENIED, MUX_S_FAILURE):
-            raise MuxError(_reason(body))
-        raise MuxError(f"unexpected reply 0x{reply:08x}")
+            raise RemoteError(_reason(body))
+        raise RemoteError(f"unexpected reply 0x{reply:08x}")
 
 
 def open_remote_forward(control_path: str, remote_path: str, local_path: str, *,

@@ -27,9 +27,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from execengine.errors import RemoteError
 from execengine.remote import mux
+
+if TYPE_CHECKING:
+    from execengine.config import Config
 
 __all__ = ["RemoteError", "SshConnection", "SshTarget", "quote"]
 
@@ -42,6 +46,15 @@ class SshTarget:
     identity_file: str | None = None
     known_hosts_file: str | None = None
     connect_timeout: float = 10.0
+
+    @classmethod
+    def from_config(cls, config: Config) -> SshTarget:
+        """The ``ssh`` section's remote; :class:`RemoteError` when no host is set."""
+        s = config.ssh
+        if not s.host:
+            raise RemoteError("terminal.backend is 'ssh' but ssh.host is not set")
+        return cls(s.host, s.port, s.user, s.identity_file, s.known_hosts_file,
+                   s.connect_timeout)
 
     @property
     def destination(self) -> str:
@@ -166,12 +179,12 @@ class SshConnection:
         try:
             mux.open_remote_forward(self.control_path, remote_path, local_path,
                                     timeout=self.target.connect_timeout + 20)
-        except (mux.MuxError, OSError) as exc:
+        except (RemoteError, OSError) as exc:
             raise RemoteError(f"{self.target.destination}: forwarding {remote_path} "
                               f"failed: {exc}") from exc
 
     def cancel_socket(self, remote_path: str, local_path: str) -> None:
-        with contextlib.suppress(mux.MuxError, OSError):
+        with contextlib.suppress(RemoteError, OSError):
             mux.close_remote_forward(self.control_path, remote_path, local_path, timeout=10)
 
     # -- lifecycle ------------------------------------------------------------------------------

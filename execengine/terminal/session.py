@@ -12,7 +12,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
-from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend, TerminalError
+from execengine.errors import TerminalError
+from execengine.remote.host import REMOTE, RemoteHost
+from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend
+from execengine.terminal.local import LocalBackend
+from execengine.terminal.ssh import SshBackend
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 if TYPE_CHECKING:
@@ -25,13 +29,9 @@ def local_backend(registry: ToolRegistry) -> TerminalBackend:
     """The configured backend: ``bash`` here, or on the ``ssh`` section's remote."""
     cfg = registry.config.terminal
     if cfg.backend == "ssh":
-        from execengine.remote.host import REMOTE, RemoteHost
-        from execengine.remote.terminal import SshBackend
-
         return SshBackend(registry.service(REMOTE, RemoteHost), kill_grace=cfg.kill_grace,
                           buffer_chars=cfg.background_buffer_chars,
                           max_background=cfg.max_background)
-    from execengine.terminal.local import LocalBackend
 
     return LocalBackend(kill_grace=cfg.kill_grace, buffer_chars=cfg.background_buffer_chars,
                         max_background=cfg.max_background)

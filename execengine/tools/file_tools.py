@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops.backend import run_operation
 from execengine.fileops.calls import filesystem_available
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops.backend import run_operation
 from execengine.fileops.calls import filesystem_available
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 

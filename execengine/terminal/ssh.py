@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from execengine.errors import TerminalError
 from execengine.remote.host import RemoteHost
 from execengine.remote.launcher import encode_header, remote_env
 from execengine.terminal.backend import (
@@ -31,7 +32,6 @@ from execengine.terminal.backend import (
     LogChunk,
     ProcessInfo,
     TerminalBackend,
-    TerminalError,
 )
 from execengine.terminal.output import HeadTail, Ring, Utf8Stream
 
