@@ -10,8 +10,9 @@ code as the engine does locally, so results, messages and path rules are the sam
 means the remote user's home. It needs Python >= 3.10 on the remote (this package's own
 minimum); the child runtime alone needs 3.8.
 
-A channel that fails (the connection dropped) is restarted on the next call; the call that
-was under way reports the failure instead of guessing whether it was applied.
+A channel that fails (the connection dropped) is restarted: a read is repeated once on the
+new channel; a write that was under way reports the failure instead of guessing whether it
+was applied.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 #: the module the remote runs, and the oldest Python it accepts
 SERVER_MODULE = "execengine.fileops.serve"
 MIN_PYTHON = (3, 10)
+#: operations without side effects: repeated once on a new channel if the old one died
+READ_ONLY = frozenset({"read_file", "search_files"})
 #: seconds one operation may take on the remote (a search of a huge tree) before the
 #: channel is given up
 CALL_TIMEOUT = 300.0
@@ -206,11 +209,18 @@ class RemoteFiles:
                 return {"error": "the remote file backend is closed"}
             self._ids += 1
             request["id"] = self._ids
+            reused = self._proc is not None
             try:
                 reply = self._call(request)
             except RemoteError as exc:
                 self._stop()
-                return {"error": f"{op} on the remote failed: {exc}"}
+                if not (reused and op in READ_ONLY):
+                    return {"error": f"{op} on the remote failed: {exc}"}
+                try:  # a channel of a dropped connection: a read is safe to repeat
+                    reply = self._call(request)
+                except RemoteError as again:
+                    self._stop()
+                    return {"error": f"{op} on the remote failed: {again}"}
         if "error" in reply and "result" not in reply:
             return {"error": f"{op} on the remote failed: {reply['error']}"}
         result = reply.get("result")

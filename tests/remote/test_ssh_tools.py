@@ -108,3 +108,19 @@ def test_results_match_the_local_ones(engine: Engine, remote: Remote, tmp_path) 
     finally:
         local.close()
     assert (tree / "src" / "a.py").read_text() == "def f():\n    return 2\n"
+
+
+def test_file_tools_reconnect_after_a_dropped_connection(engine: Engine,
+                                                         remote: Remote) -> None:
+    from execengine.context import CallContext
+    from execengine.remote.host import REMOTE, RemoteHost
+
+    reg = engine.registry
+    ctx = CallContext(cwd=str(remote.home))
+    assert "error" not in json.loads(reg.dispatch("write_file", {"path": "r.txt",
+                                                                 "content": "x\n"}, ctx))
+    reg.service(REMOTE, RemoteHost).connection.drop()
+    out = json.loads(reg.dispatch("read_file", {"path": "r.txt"}, ctx))
+    assert out["content"] == "     1|x"
+    out = json.loads(reg.dispatch("write_file", {"path": "r.txt", "content": "y\n"}, ctx))
+    assert out["bytes_written"] == 2 and (remote.home / "r.txt").read_text() == "y\n"
