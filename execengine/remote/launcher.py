@@ -142,7 +142,7 @@ class SshLauncher(Launcher):
             self.connection.forward_socket(remote_sock, local_sock)
         header = encode_header({
             "script": script.read_text("utf-8", "surrogatepass"), "stub": stub,
-            "cwd": None if strict else (self.cwd or "~"), "base": base,
+            "cwd": None if strict else spec.cwd, "base": base,
             "socket": remote_sock if local_sock else None,
         }, remote_env(env, remote_sock if local_sock else None))
         argv = self.connection.command(

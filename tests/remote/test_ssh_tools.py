@@ -124,3 +124,15 @@ def test_file_tools_reconnect_after_a_dropped_connection(engine: Engine,
     assert out["content"] == "     1|x"
     out = json.loads(reg.dispatch("write_file", {"path": "r.txt", "content": "y\n"}, ctx))
     assert out["bytes_written"] == 2 and (remote.home / "r.txt").read_text() == "y\n"
+
+
+def test_project_mode_scripts_run_where_the_task_is(engine: Engine, remote: Remote) -> None:
+    """As locally: a project-mode script runs in its task's directory, which the terminal's
+    cd moves (here a directory of the remote)."""
+    (remote.home / "elsewhere").mkdir(exist_ok=True)
+    os.chown(remote.home / "elsewhere", pwd.getpwnam(remote.user).pw_uid, -1)
+    r = engine.execute("from hermes_tools import terminal\nterminal('cd elsewhere')\n",
+                       mode="project", task_id="moving")
+    assert r.status == "success", (r.error, r.stderr)
+    r = engine.execute("import os\nprint(os.getcwd())", mode="project", task_id="moving")
+    assert r.output.strip() == f"{remote.home}/elsewhere"
