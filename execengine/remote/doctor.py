@@ -72,6 +72,9 @@ def check_remote(config: Config) -> list[Check]:
         checks.append(Check("python for file tools", version >= MIN_PYTHON,
                             f"{shown} (read_file, write_file, patch, search_files need >= "
                             f"{'.'.join(map(str, MIN_PYTHON))})", required=False))
+        bash = conn.run("command -v bash", timeout=30).stdout.decode().strip()
+        checks.append(Check("bash", bool(bash), bash or "not found (the terminal tool runs "
+                            "commands with bash)", required=False))
         base = config.ssh.remote_dir
         checks.append(_forwarding(conn, base))
         checks.append(_installed(conn, base))

@@ -65,6 +65,8 @@ PROCESS_SCHEMA = {
 
 
 def check_terminal(config: Config) -> bool | str:
+    if config.terminal.backend == "ssh":
+        return True  # bash runs on the remote (execengine doctor checks it)
     if os.name != "posix":
         return "the local terminal needs a POSIX system"
     if shutil.which("bash") is None:

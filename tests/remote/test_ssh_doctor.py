@@ -39,6 +39,7 @@ def test_doctor_checks_the_remote_and_sees_the_runtime_installed(
     assert code == 0 and data["remote"]["ok"] is True, checks
     assert checks["connect"]["ok"] and "host key matches" in checks["connect"]["detail"]
     assert checks["python"]["ok"] and checks["socket forwarding"]["ok"]
+    assert checks["bash"]["ok"] and checks["bash"]["detail"].endswith("/bash")
     assert checks["runtime installed"]["ok"] is False  # nothing ran there yet
     assert "installed on first use" in checks["runtime installed"]["detail"]
     config = Config().with_overrides(remote.overrides(**{"approvals.mode": "allow"}))
