@@ -123,7 +123,9 @@ class CodeExecutionConfig(_Section):
 class TerminalConfig(_Section):
     KEY = "terminal"
 
-    backend: Literal["local"] = option("local", "terminal backend")
+    backend: Literal["local", "ssh"] = option(
+        "local", "where commands and scripts run: this machine, or the ssh section's remote "
+        "(execute_code's children and the file tools run there too)")
     cwd: str | None = option(None, "working directory of new sessions (default: process cwd)")
     env_passthrough: tuple[str, ...] = option(
         (), "environment variables passed to children even if they look secret"
@@ -271,6 +273,26 @@ class PolicyConfig(_Section):
 
 
 @dataclass(frozen=True)
+class SshConfig(_Section):
+    KEY = "ssh"
+
+    host: str | None = option(None, "remote host for terminal.backend: ssh")
+    port: int = option(22, "SSH port", min=1, max=65535)
+    user: str | None = option(None, "remote user (default: ssh's default)")
+    identity_file: str | None = option(None, "private key file (key authentication only)")
+    known_hosts_file: str | None = option(
+        None, "known-hosts file the remote's host key must be in (never auto-accepted; "
+        "default ~/.ssh/known_hosts)")
+    connect_timeout: float = option(10.0, "seconds to establish the connection", min=1.0)
+    remote_dir: str = option(
+        "~/.execengine-remote", "remote folder for the runtime, staging and sockets (keep it "
+        "short: Unix socket paths are limited to 107 bytes)")
+    python: str = option("python3", "remote interpreter (>= 3.8; >= 3.10 for the file tools)")
+    cwd: str | None = option(None, "remote working directory of new tasks and of scripts in "
+                             "project mode (default: the remote user's home)")
+
+
+@dataclass(frozen=True)
 class PluginsConfig(_Section):
     KEY = "plugins"
 
@@ -307,6 +329,7 @@ class Config(_Section):
     web: WebConfig = section(WebConfig, "web tools")
     files: FilesConfig = section(FilesConfig, "file tools")
     policy: PolicyConfig = section(PolicyConfig, "what scripts and their tool calls reach")
+    ssh: SshConfig = section(SshConfig, "the remote for terminal.backend: ssh")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
     #: the file this came from, ``None`` for defaults

@@ -32,7 +32,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     └── SandboxError                the execution engine itself failed (not the script)
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
         ├── HandshakeError          a helper process did not say it was ready, or said it wrongly
-        └── IsolationError          a required isolation layer is not available here
+        ├── IsolationError          a required isolation layer is not available here
+        └── RemoteError             the ssh backend's remote is unreachable or refused
 
 Errors inside tools (FileOpError, WebError, TerminalError) never leave the dispatcher: they
 become ``{"error": ...}`` results the model or the script reads; their messages are written
@@ -217,6 +218,11 @@ class HandshakeError(SandboxError):
 
 class IsolationError(SandboxError):
     """A required isolation layer is unavailable on this host."""
+
+
+class RemoteError(SandboxError):
+    """The remote of ``terminal.backend: ssh`` cannot be reached or refused what was asked
+    (host key, authentication, forwarding: the message says which)."""
 
 
 def did_you_mean(word: str, candidates: Iterable[str], *, cutoff: float = 0.6) -> str:

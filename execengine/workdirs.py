@@ -12,6 +12,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from execengine.remote.host import REMOTE, RemoteHost
+
 if TYPE_CHECKING:
     from execengine.context import ToolContext
     from execengine.registry import ToolRegistry
@@ -21,6 +23,7 @@ WORKDIRS = "workdirs"
 
 class TaskDirs:
     def __init__(self, registry: ToolRegistry) -> None:
+        self._registry = registry
         base = registry.config.terminal.cwd
         self._default = os.path.abspath(os.path.expanduser(base)) if base else None
         self._lock = threading.Lock()
@@ -29,7 +32,12 @@ class TaskDirs:
     def get(self, task_key: str) -> str:
         with self._lock:
             found = self._dirs.get(task_key)
-        return found or self._default or os.getcwd()
+        return found or self._default_dir()
+
+    def _default_dir(self) -> str:
+        if self._registry.config.terminal.backend == "ssh":  # a directory of the remote
+            return self._registry.service(REMOTE, RemoteHost).default_cwd()
+        return self._default or os.getcwd()
 
     def set(self, task_key: str, path: str) -> None:
         with self._lock:

@@ -36,7 +36,7 @@ import sys
 
 TYPE_CHECKING = False  # no typing import at run time: the child starts fast
 if TYPE_CHECKING:
-    from collections.abc import MutableMapping
+    from collections.abc import Callable, MutableMapping
     from types import TracebackType
 
 ENV_WATCHDOG_FD = "EXECENGINE_WATCHDOG_FD"
@@ -46,6 +46,8 @@ ENV_RUN_TOKEN = "EXECENGINE_RUN_TOKEN"
 ENTRY = "import sys; from _execengine.bootstrap import main; sys.exit(main())"
 #: the start-up handshake, written on the watchdog descriptor
 READY = b"R"
+#: read on the watchdog descriptor: SIGTERM everything of the execution
+TERMINATE = b"T"
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 EXIT_KEYBOARD_INTERRUPT = 130
@@ -64,14 +66,40 @@ def become_subreaper() -> bool:
         return False
 
 
+#: run (last first) just before the emergency kill takes this process down
+_before_exit: list[Callable[[], None]] = []
+
+
 def _watch(fd: int) -> None:
-    """Block on the watchdog pipe; on EOF (or a read error) kill the group and leave."""
+    """Block on the watchdog descriptor; on EOF (or a read error) kill the group and leave.
+    A ``T`` read on it asks for SIGTERM to everything of the execution first (a remote
+    host's first escalation step; the local host signals the group itself)."""
     try:
-        while os.read(fd, 4096):
-            pass
+        while True:
+            data = os.read(fd, 4096)
+            if not data:
+                break
+            if TERMINATE in data:
+                _signal_everything(15)
     except OSError:
         pass
     _kill_everything()
+
+
+def _signal_everything(sig: int) -> None:
+    token = os.environ.get(ENV_RUN_TOKEN, "")
+    for pid in _descendants(os.getpid(), token):
+        try:  # noqa: SIM105 (no imports on the emergency path)
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    try:
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), sig)
+        else:
+            os.kill(os.getpid(), sig)
+    except OSError:
+        pass
 
 
 def _descendants(root: int, token: str = "") -> list[int]:
@@ -126,6 +154,11 @@ def _kill_everything() -> None:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+        for fn in reversed(_before_exit):
+            try:  # noqa: SIM105
+                fn()
+            except Exception:
+                pass
         # only a group of our own: when started without a new group (by hand, in a test
         # runner) killing the group would hit our parent too
         if os.getpgrp() == os.getpid():

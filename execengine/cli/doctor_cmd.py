@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from execengine.cli._common import config_from, print_json, table
 from execengine.errors import IsolationError
 from execengine.isolation.choose import choose_level
 from execengine.isolation.detect import detect
+from execengine.remote.doctor import Check, check_remote
+
+if TYPE_CHECKING:
+    from execengine.config import Config
 
 
 def add_parser(sub: Any) -> None:
@@ -16,7 +20,9 @@ def add_parser(sub: Any) -> None:
         "doctor", help="report the isolation layers available on this host",
         description="Probe every isolation layer (rlimits, uid drop, Landlock, seccomp, "
                     "namespaces, cgroups), say why any is missing, which level 'auto' picks "
-                    "and which level the configuration would run at.")
+                    "and which level the configuration would run at. With terminal.backend: "
+                    "ssh, check the remote too: reachability, host key, interpreter, socket "
+                    "forwarding, installed runtime.")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -31,12 +37,16 @@ def run(args: argparse.Namespace) -> int:
         problem = None
     except IsolationError as exc:
         chosen, problem = None, str(exc)
+    remote = _remote_checks(config)
+    failed = [c for c in remote if c.required and not c.ok]
     if args.json:
         data = report.to_json()
         data.update({"configured": ce.isolation, "min_isolation": ce.min_isolation,
                      "chosen": chosen, "error": problem})
+        if config.terminal.backend == "ssh":
+            data["remote"] = {"ok": not failed, "checks": [c.to_json() for c in remote]}
         print_json(data)
-        return 0 if problem is None else 1
+        return 0 if problem is None and not failed else 1
     rows = [[x.name, "yes" if x.available else "no", x.detail] for x in report.layers]
     print(table(rows, ["layer", "available", "detail"]))
     print()
@@ -47,7 +57,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"auto would choose: {report.best}")
     print(f"configured: isolation={ce.isolation}, min_isolation={ce.min_isolation or '-'}"
           f" -> {chosen or 'ERROR'}")
+    if config.terminal.backend == "ssh":
+        print()
+        print(f"remote (terminal.backend: ssh): {'ok' if not failed else 'FAILED'}")
+        print(table([[c.name, "yes" if c.ok else "no", c.detail] for c in remote],
+                    ["check", "ok", "detail"]))
     if problem:
         print(f"error: {problem}")
         return 1
-    return 0
+    return 1 if failed else 0
+
+
+def _remote_checks(config: Config) -> list[Check]:
+    if config.terminal.backend != "ssh":
+        return []
+    return check_remote(config)

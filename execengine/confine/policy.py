@@ -87,6 +87,10 @@ class ExecutionPolicy:
         pc = config.policy
         if agent:
             confined = pc.agent_calls == "confined"
+        elif level == "ssh":
+            # the script and its tools act on a remote, which has no roots of this host
+            # and no sandbox layers of ours (see docs/remote.md)
+            confined = False
         else:
             confined = not pc.tools_leave_roots and (level != "none" or pc.confine_at_none)
         writable = _real([cwd, *extra_writable, *pc.writable_roots])

@@ -58,6 +58,7 @@ from execengine.hostdirs import sweep
 from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
+from execengine.remote.host import REMOTE, RemoteHost
 from execengine.rpc import RpcServer
 from execengine.rpc.channel import SOCKET_DIR_PREFIX, make_socket_dir, socket_roots
 from execengine.rpc.memory import MemoryServer
@@ -100,7 +101,10 @@ class Engine:
             # The level comes from code_execution.isolation (auto: the highest this host
             # supports; min_isolation turns a downgrade into IsolationError).
 
-            launcher = make_launcher(self.config)
+            if self.config.terminal.backend == "ssh":  # the registry's one connection
+                launcher = self.registry.service(REMOTE, RemoteHost).launcher
+            else:
+                launcher = make_launcher(self.config)
         self.launcher = launcher
         clean_leftovers(self.config)
         self.runtime = Runtime()
@@ -227,7 +231,8 @@ class Engine:
                 task_id=task_id,
                 cwd=os.path.abspath(cwd) if cwd else (workdir if policy.confined else None),
                 policy=policy,
-                sandbox_launcher=self.launcher if self.launcher.level != "none" else None)
+                sandbox_launcher=(self.launcher if self.launcher.level not in ("none", "ssh")
+                                  else None))
             handler = script_call_handler(self.registry, call)
             channel = stack.enter_context(self.server.open(
                 exec_id=exec_id, token=token, allowed=names, handler=handler,

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from execengine.confine.policy import ExecutionPolicy, policy_of
-from execengine.errors import FileOpError
+from execengine.fileops.args import int_arg, string_arg
 from execengine.fileops.paths import Scope
 from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
     from execengine.config import Config
     from execengine.context import ToolContext
+
+__all__ = ["filesystem_available", "int_arg", "scope_of", "string_arg"]
 
 
 def scope_of(ctx: ToolContext) -> Scope:
@@ -26,7 +28,10 @@ def scope_of(ctx: ToolContext) -> Scope:
 
 
 def filesystem_available(config: Config) -> bool | str:
-    """Availability check of the file tools: the working directory must exist."""
+    """Availability check of the file tools: the working directory must exist (on the
+    remote with ``terminal.backend: ssh``: checked there, call by call)."""
+    if config.terminal.backend == "ssh":
+        return True
     base = config.terminal.cwd
     folder = os.path.expanduser(base) if base else os.getcwd()
     if not os.path.isdir(folder):
@@ -34,24 +39,3 @@ def filesystem_available(config: Config) -> bool | str:
     if not os.access(folder, os.R_OK | os.X_OK):
         return f"working directory {folder!r} is not readable"
     return True
-
-
-def string_arg(args: dict[str, Any], name: str, *, required: bool = True) -> str:
-    value = args.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        got = "nothing" if value is None else type(value).__name__
-        raise FileOpError(f"{name} must be a string, got {got}")
-    return value
-
-
-def int_arg(args: dict[str, Any], name: str, default: int, *, minimum: int = 0) -> int:
-    value = args.get(name, default)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FileOpError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise FileOpError(f"{name} must be at least {minimum}, got {value}")
-    return value

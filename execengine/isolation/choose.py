@@ -10,6 +10,8 @@ from execengine.isolation.detect import LEVELS, IsolationReport, detect
 from execengine.isolation.launchers import IsolatedLauncher, RestrictedLauncher
 from execengine.launch.base import Launcher
 from execengine.launch.local import LocalLauncher
+from execengine.remote.launcher import SshLauncher
+from execengine.remote.ssh import SshTarget
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,12 @@ def choose_level(requested: str, minimum: str | None, report: IsolationReport) -
 
 
 def make_launcher(config: Config, report: IsolationReport | None = None) -> Launcher:
-    """The launcher for ``config`` at the chosen level (probing the host once)."""
+    """The launcher for ``config`` at the chosen level (probing the host once); with
+    ``terminal.backend: ssh``, the remote launcher."""
+    if config.terminal.backend == "ssh":
+        s = config.ssh
+        return SshLauncher(SshTarget.from_config(config), remote_dir=s.remote_dir, python=s.python,
+                           cwd=s.cwd)
     ce = config.code_execution
     report = report or detect()
     level = choose_level(ce.isolation, ce.min_isolation, report)

@@ -14,6 +14,7 @@ exception. Only a backend that cannot start anything at all raises
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -112,6 +113,19 @@ class TerminalBackend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Kill every background process. Idempotent."""
+
+    # -- where paths live (a remote backend's are on the remote) -----------------------
+
+    def default_cwd(self) -> str | None:
+        """The working directory of a new task, when the backend decides it (else None)."""
+        return None
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory where commands run."""
+        return os.path.isdir(path)
+
+    def expanduser(self, path: str) -> str:
+        return os.path.expanduser(path)
 
     def __enter__(self) -> TerminalBackend:
         return self

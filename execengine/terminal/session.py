@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
 from execengine.errors import TerminalError
+from execengine.remote.host import REMOTE, RemoteHost
 from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend
 from execengine.terminal.local import LocalBackend
+from execengine.terminal.ssh import SshBackend
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 if TYPE_CHECKING:
@@ -24,8 +26,13 @@ TERMINAL = "terminal"
 
 
 def local_backend(registry: ToolRegistry) -> TerminalBackend:
-
+    """The configured backend: ``bash`` here, or on the ``ssh`` section's remote."""
     cfg = registry.config.terminal
+    if cfg.backend == "ssh":
+        return SshBackend(registry.service(REMOTE, RemoteHost), kill_grace=cfg.kill_grace,
+                          buffer_chars=cfg.background_buffer_chars,
+                          max_background=cfg.max_background)
+
     return LocalBackend(kill_grace=cfg.kill_grace, buffer_chars=cfg.background_buffer_chars,
                         max_background=cfg.max_background)
 
@@ -55,13 +62,14 @@ class TerminalService:
 
     def resolve_dir(self, task: str, workdir: str | None) -> str:
         base = self.dirs.get(task)
+        backend = self.backend
         if not workdir:
-            if not os.path.isdir(base):
+            if not backend.is_dir(base):
                 raise TerminalError(f"the working directory of this task no longer exists: "
                                     f"{base}; pass workdir or cd to an existing one")
             return base
-        path = os.path.abspath(os.path.join(base, os.path.expanduser(workdir)))
-        if not os.path.isdir(path):
+        path = os.path.abspath(os.path.join(base, backend.expanduser(workdir)))
+        if not backend.is_dir(path):
             raise TerminalError(f"workdir is not a directory: {path}")
         return path
 
@@ -72,7 +80,7 @@ class TerminalService:
         result = self.backend.run(command, cwd=cwd, env=self.env(),
                                   timeout=timeout or cfg.timeout,
                                   max_output_chars=cfg.max_output_chars, pty=pty)
-        if result.cwd and result.cwd != cwd and os.path.isdir(result.cwd):
+        if result.cwd and result.cwd != cwd and self.backend.is_dir(result.cwd):
             self.dirs.set(task, result.cwd)
         return result
 

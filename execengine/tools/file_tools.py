@@ -7,17 +7,12 @@ scripts calling through ``hermes_tools`` get a value, not an exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
-from execengine.fileops import FileOpError
-from execengine.fileops.calls import filesystem_available, scope_of, string_arg
-from execengine.fileops.paths import Scope
-from execengine.fileops.reading import check_window, read_window
-from execengine.fileops.suggest import suggest_paths
-from execengine.fileops.textio import atomic_write
+from execengine.fileops.backend import run_operation
+from execengine.fileops.calls import filesystem_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
@@ -25,56 +20,12 @@ specs = ToolSpecs()
 ToolResult = dict[str, Any]
 
 
-def guarded(fn: Callable[[dict[str, Any], ToolContext], ToolResult]
-            ) -> Callable[[dict[str, Any], ToolContext], ToolResult]:
-    """Turn :class:`FileOpError` into the tool's error result."""
-
-    def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        try:
-            return fn(args, ctx)
-        except FileOpError as exc:
-            return exc.to_dict()
-
-    handler.__name__ = fn.__name__
-    handler.__doc__ = fn.__doc__
-    return handler
-
-
-@guarded
 def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    with scope_of(ctx) as scope:
-        return _read(args, ctx, scope)
+    return run_operation(ctx, "read_file", args)
 
 
-def _read(args: dict[str, Any], ctx: ToolContext, scope: Scope) -> ToolResult:
-    raw = string_arg(args, "path")
-    offset, limit = check_window(args.get("offset", 1), args.get("limit", 500))
-    path, shown = scope.path(raw, "reading")
-    if not path.exists():
-        suggestions = suggest_paths(path, scope.cwd)
-        hint = f"; did you mean: {', '.join(suggestions)}" if suggestions else ""
-        raise FileOpError(f"File not found: {shown!r}{hint}", suggestions=suggestions)
-    return read_window(path, shown, offset, limit, ctx.config.files.max_read_chars).to_dict()
-
-
-@guarded
 def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    with scope_of(ctx) as scope:
-        return _write(args, scope)
-
-
-def _write(args: dict[str, Any], scope: Scope) -> ToolResult:
-    raw = string_arg(args, "path")
-    content = string_arg(args, "content")
-    path, shown = scope.path(raw, "writing")
-    data = content.encode("utf-8", errors="surrogatepass")
-    created = atomic_write(path, data)
-    return {
-        "path": shown,
-        "bytes_written": len(data),
-        "lines": content.count("\n") + (0 if content.endswith("\n") or not content else 1),
-        "created": created,
-    }
+    return run_operation(ctx, "write_file", args)
 
 
 READ_SCHEMA = {

@@ -11,9 +11,8 @@ from typing import Any
 from execengine.config import Config
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
-from execengine.fileops import FileOpError
-from execengine.fileops.calls import filesystem_available, scope_of
-from execengine.fileops.search import search
+from execengine.fileops.backend import run_operation
+from execengine.fileops.calls import filesystem_available
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
 from execengine.policy import ToolPolicy
 
@@ -21,14 +20,7 @@ specs = ToolSpecs()
 
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    try:
-        with scope_of(ctx) as scope:
-            # a confined search runs the Python walk, whose every open is verified
-            # (ripgrep would open files by path in another process)
-            backend = "python" if scope.confinement else ctx.call.search_backend
-            return search(scope, args, backend=backend)
-    except FileOpError as exc:
-        return exc.to_dict()
+    return run_operation(ctx, "search_files", args)
 
 
 def search_available(config: Config) -> bool | str:

@@ -68,6 +68,8 @@ PROCESS_SCHEMA = {
 
 
 def check_terminal(config: Config) -> bool | str:
+    if config.terminal.backend == "ssh":
+        return True  # bash runs on the remote (execengine doctor checks it)
     if os.name != "posix":
         return "the local terminal needs a POSIX system"
     if shutil.which("bash") is None:
@@ -117,7 +119,10 @@ def _int_arg(args: dict[str, Any], name: str) -> float | None:
 
 def _sandbox(ctx: ToolContext) -> tuple[Launcher, ExecutionPolicy] | None:
     """Where this call's command must run: a script's in its execution's sandbox; the
-    agent's in the ``terminal.isolation`` sandbox, if configured; else None (the host)."""
+    agent's in the ``terminal.isolation`` sandbox, if configured; else None (the host, or
+    the remote of ``terminal.backend: ssh``)."""
+    if ctx.config.terminal.backend == "ssh":
+        return None  # commands run on the remote, which has no sandbox layers of ours
     policy = policy_of(ctx)
     if ctx.origin == "execute_code":
         launcher = ctx.call.sandbox_launcher
@@ -148,8 +153,10 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         return _refused("workdir must be a string", "error")
-    if ctx.origin == "execute_code" and workdir is None and ctx.call.cwd:
-        workdir = ctx.call.cwd  # the execution's working directory
+    if (ctx.origin == "execute_code" and workdir is None and ctx.call.cwd
+            and ctx.config.terminal.backend != "ssh"):
+        # the execution's working directory (on a remote, the task's, where cd sticks)
+        workdir = ctx.call.cwd
     sandbox = _sandbox(ctx)
     verdict = check_command(command, ctx, sandboxed=sandbox is not None)
     if not verdict.allowed:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from execengine.errors import FileOpError, PatternUnsupported
-from execengine.fileops.calls import int_arg
+from execengine.fileops.args import int_arg
 from execengine.fileops.paths import Scope
 from execengine.fileops.search.base import Backend
 from execengine.fileops.search.pysearch import PythonBackend
