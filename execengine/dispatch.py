@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from execengine._asyncbridge import bridge
 from execengine.context import CallContext, ToolContext
 from execengine.errors import UnknownToolError
+from execengine.truncation import head_tail
 
 if TYPE_CHECKING:
     from execengine.registry import ToolEntry, ToolRegistry
@@ -46,10 +47,10 @@ def to_text(value: Any) -> str:
 
 
 def cap(text: str, limit: int | None) -> str:
+    """A result longer than ``limit`` keeps its head and tail (:mod:`execengine.truncation`)."""
     if limit is None or len(text) <= limit:
         return text
-    cut = len(text) - limit
-    return text[:limit] + f"\n[... result truncated: {cut} of {len(text)} characters cut ...]"
+    return head_tail(text, limit, what="RESULT").text
 
 
 class _Prepared:

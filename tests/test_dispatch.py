@@ -47,11 +47,14 @@ def test_json_string_and_empty_arguments():
     assert json.loads(reg.dispatch("t", None)) == {}
 
 
-def test_result_cap_says_how_much_was_cut():
-    reg = reg_with(lambda a, c: "x" * 1000, max_result_size_chars=100)
+def test_result_cap_keeps_head_and_tail_and_says_how_much_was_cut():
+    reg = reg_with(lambda a, c: "h" * 500 + "t" * 500, max_result_size_chars=200)
     out = reg.dispatch("t", {})
-    assert out.startswith("x" * 100)
-    assert "900 of 1000 characters cut" in out
+    assert len(out) <= 200 and out.startswith("h") and out.endswith("t")
+    head, tail = out.split("\n\n... [")[0], out.rsplit("] ...\n\n", 1)[1]
+    assert set(head) == {"h"} and set(tail) == {"t"}
+    omitted = 1000 - len(head) - len(tail)
+    assert f"... [RESULT TRUNCATED - {omitted:,} chars omitted out of 1,000 total] ..." in out
 
 
 def test_context_is_passed():
@@ -209,3 +212,16 @@ def test_module_level_helpers_use_a_lazily_built_default_registry(tmp_path, monk
     reg = default_registry()
     assert default_registry() is reg
     reg.close()
+
+
+def test_one_truncation_marker_everywhere():
+    from execengine.truncation import head_tail, marker
+
+    cut = head_tail("a" * 300 + "b" * 700, 200, what="OUTPUT", note="see /x")
+    assert len(cut.text) <= 200 and cut.text.startswith("a") and cut.text.endswith("b")
+    head, tail = cut.text.split("\n\n... [")[0], cut.text.rsplit("]\n\n", 1)[1]
+    assert set(head) == {"a"} and set(tail) == {"b"}
+    assert cut.omitted == 1000 - len(head) - len(tail)
+    assert head + marker(cut.omitted, 1000, note="see /x") + tail == cut.text
+    assert marker(5, 10) == "\n\n... [OUTPUT TRUNCATED - 5 chars omitted out of 10 total] ...\n\n"
+    assert head_tail("short", 10).text == "short" and not head_tail("short", 10).truncated

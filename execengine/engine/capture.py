@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass
 
 from execengine.ansi import strip_ansi
+from execengine.truncation import marker_line
 
 __all__ = ["Captured", "OutputCapture", "clean_text", "redact", "strip_ansi"]
 
@@ -167,8 +168,7 @@ class OutputCapture:
         spilled stream) the spill file and exactly what it holds."""
         kept = char_count(bytes(self._head)) + char_count(bytes(self._tail))
         what = "OUTPUT" if self._name == "stdout" else self._name.upper()
-        text = (f"\n\n... [{what} TRUNCATED - {self.total_chars - kept:,} chars omitted out "
-                f"of {self.total_chars:,} total] ...\n")
+        text = f"\n\n{marker_line(self.total_chars - kept, self.total_chars, what)}\n"
         raw = f"the script's raw {self._name}"
         if self.spill_path and self._spilled == self.total:
             text += (f"[full output: {self.spill_path} holds all {self.total:,} bytes of {raw}, "

@@ -21,6 +21,9 @@ from execengine.engine.capture import OutputCapture
 from execengine.launch.base import Child
 
 Reason = Literal["exited", "timeout", "interrupted", "no_hello"]
+#: which step of the shutdown ladder ended the main process: it exited by itself, it
+#: exited within the grace after SIGTERM, or the launcher's kill-all ended it
+EndedBy = Literal["exit", "sigterm", "kill"]
 
 #: the byte the child's bootstrap writes on the watchdog socket once it runs
 READY = b"R"
@@ -34,6 +37,7 @@ DRAIN_SECONDS = 2.0
 class Outcome:
     reason: Reason
     exit_code: int | None
+    ended_by: EndedBy = "exit"
 
 
 class _Pipes:
@@ -146,14 +150,18 @@ def supervise(
                 pipes.pump(wait)
             else:  # both pipes closed (by the script), the process still runs
                 child.wait(min(wait, TICK))
+        ended_by: EndedBy = "exit"
         if reason in ("timeout", "interrupted"):
             child.terminate()
             end = time.monotonic() + kill_grace
             while child.poll() is None and time.monotonic() < end:
                 pipes.pump(min(TICK, end - time.monotonic()))
+            ended_by = "sigterm"
+        if child.poll() is None:
+            ended_by = "kill"
         child.kill()  # the whole execution, strays included; bounded
         pipes.drain(DRAIN_SECONDS)
-        return Outcome(reason, child.poll())
+        return Outcome(reason, child.poll(), ended_by)
     finally:
         pipes.close()
         child.close()

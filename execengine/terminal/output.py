@@ -13,6 +13,7 @@ import threading
 from collections import deque
 
 from execengine.ansi import AnsiStripper
+from execengine.truncation import marker
 
 
 class Utf8Stream:
@@ -33,10 +34,6 @@ class Utf8Stream:
         if self._ansi is not None:
             text = self._ansi.feed(text) + self._ansi.flush()
         return text
-
-
-def truncation_marker(omitted: int, total: int) -> str:
-    return f"\n\n[... output truncated: {omitted} of {total} characters omitted ...]\n\n"
 
 
 class HeadTail:
@@ -85,7 +82,7 @@ class HeadTail:
         if not self.truncated:
             return head + tail
         tail = tail[-self._tail_cap:]
-        return head + truncation_marker(self.total - len(head) - len(tail), self.total) + tail
+        return head + marker(self.total - len(head) - len(tail), self.total) + tail
 
 
 class Ring:

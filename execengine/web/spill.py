@@ -1,8 +1,8 @@
-"""Head + tail truncation, with the full text kept on disk.
+"""Long pages: head + tail (:mod:`execengine.truncation`), with the full text kept on disk.
 
 A page longer than its character budget keeps its beginning (80 %) and its end (20 %), cut
-at line breaks when one is near, joined by a marker saying how much was left out and which
-file holds the whole text. The files live in one private directory per :class:`SpillStore`
+at line breaks when one is near, joined by the one marker, which also names the file that
+holds the whole text. The files live in one private directory per :class:`SpillStore`
 (one per registry, removed when the registry closes).
 """
 
@@ -16,50 +16,19 @@ import shutil
 import tempfile
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Any
+
+from execengine.truncation import Cut
+from execengine.truncation import head_tail as cut
 
 HEAD_SHARE = 0.8
 
 
-@dataclass(frozen=True)
-class Cut:
-    text: str
-    #: characters left out (0 when the text fit)
-    omitted: int
-    total: int
-
-
 def head_tail(text: str, limit: int, *, path: str | None = None) -> Cut:
-    """``text`` cut to at most ``limit`` characters (marker included) when it is longer."""
-    total = len(text)
-    if total <= limit:
-        return Cut(text, 0, total)
-    where = f"; the full text is in {path}" if path else ""
-    marker = f"\n\n[... {total:,} characters in all, {total:,} omitted here{where} ...]\n\n"
-    budget = max(limit - len(marker), 0)
-    head_len = int(budget * HEAD_SHARE)
-    tail_len = budget - head_len
-    head = _cut_back(text[:head_len])
-    tail = _cut_forward(text[total - tail_len:]) if tail_len else ""
-    omitted = total - len(head) - len(tail)
-    marker = f"\n\n[... {omitted:,} of {total:,} characters omitted{where} ...]\n\n"
-    return Cut(head + marker + tail, omitted, total)
-
-
-def _cut_back(head: str) -> str:
-    """End the head at a line break if one is near its end."""
-    nl = head.rfind("\n")
-    return head[:nl] if nl >= 0 and len(head) - nl <= _near(head) else head
-
-
-def _cut_forward(tail: str) -> str:
-    nl = tail.find("\n")
-    return tail[nl + 1:] if 0 <= nl < _near(tail) else tail
-
-
-def _near(part: str) -> float:
-    return max(len(part) * 0.1, 40)
+    """``text`` cut to at most ``limit`` characters (marker included) when it is longer:
+    80 % head, 20 % tail, at line breaks, the marker naming the file with the whole text."""
+    return cut(text, limit, head_share=HEAD_SHARE, what="PAGE", lines=True,
+               note=f"the full text is in {path}" if path else "")
 
 
 class SpillStore:

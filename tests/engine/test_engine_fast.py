@@ -132,3 +132,29 @@ def test_a_child_that_never_says_hello_is_killed_at_the_deadline(fast):
 
     r = fast(script, bootstrap=False, hello_timeout=0.2).execute("x")
     assert r.status == "error" and "hello" in r.error.lower()
+
+
+@pytest.mark.parametrize(("behaviour", "reason", "ended_by"), [
+    ("exit", "exited", "exit"),
+    ("honour", "timeout", "sigterm"),
+    ("ignore", "timeout", "kill"),
+])
+def test_the_outcome_records_which_escalation_step_ended_the_child(behaviour, reason,
+                                                                    ended_by):
+    from execengine.engine.capture import OutputCapture
+    from execengine.engine.supervise import supervise
+    from execengine.launch.base import LaunchSpec
+
+    def script(p):
+        if behaviour == "exit":
+            return 0
+        p.honours_sigterm = behaviour == "honour"
+        p.stop.wait(10)
+        return 0
+
+    with MemoryServer() as server:
+        launcher = InProcessLauncher(server, script, bootstrap=False)
+        child = launcher.launch(LaunchSpec(argv=["x"], env={}, cwd="/", run_token="r"))
+        outcome = supervise(child, stdout=OutputCapture(1000), stderr=OutputCapture(1000),
+                            timeout=0.2, kill_grace=0.2)
+    assert (outcome.reason, outcome.ended_by) == (reason, ended_by)

@@ -22,7 +22,8 @@ def test_headtail_keeps_head_and_tail_with_a_marker() -> None:
     assert h.truncated and h.total == len(text)
     assert out.startswith(text[:40])
     assert out.endswith(text[-60:])
-    assert f"{len(text) - 100} of {len(text)} characters omitted" in out
+    assert (f"... [OUTPUT TRUNCATED - {len(text) - 100:,} chars omitted out of {len(text):,} "
+            "total] ...") in out
 
 
 def test_utf8_split_across_reads_and_invalid_bytes() -> None:

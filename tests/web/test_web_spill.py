@@ -19,9 +19,9 @@ def test_long_text_keeps_head_and_tail_within_the_limit(limit: int) -> None:
     cut = head_tail(text, limit, path="/tmp/full.md")
     assert len(cut.text) <= limit
     assert cut.text.startswith("line 00000") and cut.text.endswith("line 01999 " + "x" * 20)
-    assert f"{cut.omitted:,} of {len(text):,} characters omitted" in cut.text
-    assert "the full text is in /tmp/full.md" in cut.text
-    head, tail = cut.text.split("\n\n[...")[0], cut.text.split("...]\n\n")[1]
+    assert (f"... [PAGE TRUNCATED - {cut.omitted:,} chars omitted out of {len(text):,} "
+            "total] ...\n[the full text is in /tmp/full.md]\n") in cut.text
+    head, tail = cut.text.split("\n\n... [PAGE")[0], cut.text.split("full.md]\n\n")[1]
     assert len(head) > len(tail)  # the beginning matters most
     assert cut.omitted == len(text) - len(head) - len(tail)
 
