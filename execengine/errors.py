@@ -21,6 +21,8 @@ tool schema).
     ├── MemoryFileError             the reference memory tool's file is unusable
     ├── BenchError                  the benchmark harness cannot run (execengine.bench)
     │   └── WorkflowError           a workflow is malformed, or its two runs disagree
+    ├── BatchError                  a batch cannot run: output unusable, Ray missing or
+    │                               unreachable (execengine.batch; bad task lines are results)
     └── SandboxError
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
         ├── HandshakeError          the child did not say hello in time, or said it wrongly
@@ -101,6 +103,10 @@ class UnknownToolsetError(ToolError, KeyError):
 
 class PluginError(ExecEngineError):
     """A plugin could not be loaded."""
+
+
+class BatchError(ExecEngineError):
+    """A batch run cannot start or continue (not a task's own failure)."""
 
 
 class SandboxError(ExecEngineError):

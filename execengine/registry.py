@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from execengine.config import Config
 from execengine.errors import ToolConflictError, ToolError, UnknownToolError, did_you_mean
+from execengine.policy import ToolPolicy
 from execengine.schema import normalize_function_schema
 from execengine.toolsets import BUILTIN_TOOLSETS, Toolset, canonical_name, resolve
 
@@ -53,6 +54,7 @@ class ToolEntry:
     agent_level: bool = False
     schema_patch: SchemaPatch | None = None
     source: str = ""
+    policy: ToolPolicy = ToolPolicy()
 
     @property
     def parameters(self) -> Mapping[str, Any]:
@@ -145,6 +147,7 @@ class ToolRegistry:
         schema_patch: SchemaPatch | None = None,
         override: bool = False,
         source: str = "",
+        policy: ToolPolicy | None = None,
     ) -> ToolEntry:
         """Register a tool; see the module docstring for the conflict rule."""
         normalized = normalize_function_schema(name, schema)
@@ -168,6 +171,7 @@ class ToolRegistry:
             agent_level=name in AGENT_LEVEL_TOOLS if agent_level is None else agent_level,
             schema_patch=schema_patch,
             source=source,
+            policy=policy or ToolPolicy(),
         )
         with self._lock:
             held = self._tools.get(name)

@@ -22,9 +22,12 @@ NEVER = frozenset({"execute_code", "delegate_task"}) | AGENT_LEVEL_TOOLS
 
 
 def script_safe(registry: ToolRegistry, name: str) -> bool:
-    if name not in SANDBOX_TOOLS or name in NEVER or name.startswith("mcp"):
+    if name in NEVER or name.startswith("mcp") or name not in registry:
         return False
-    return name in registry and not registry.get(name).agent_level
+    entry = registry.get(name)
+    if name not in SANDBOX_TOOLS and not entry.policy.script_callable:
+        return False
+    return not entry.agent_level
 
 
 def allowed_tools(registry: ToolRegistry, enabled_toolsets: Iterable[str] | None = None, *,
