@@ -3,7 +3,7 @@
 - ``task``: the task line model and the streaming reader (bad lines become values).
 - ``outcome``: one task's record (execution result + id, worker, timings).
 - ``executor``: the executor seam, :func:`run_task`, and a fake for tests.
-- ``local``: threads on this machine; ``ray`` (optional extra ``execengine[ray]``): an
+- ``local``: threads on this machine; ``ray_executor`` (optional extra ``execengine[ray]``): an
   actor per node of a Ray cluster, with driver-held tools served back on the driver.
 - ``results``: the appending, resumable results file; ``progress``: progress and summary.
 - ``runner``: :func:`run_batch`, which ties them together.
@@ -24,7 +24,7 @@ from execengine.batch.runner import run_batch
 from execengine.batch.task import InvalidLine, Task, parse_task, read_tasks
 
 if TYPE_CHECKING:
-    from execengine.batch.ray import RayExecutor
+    from execengine.batch.ray_executor import RayExecutor
 
 __all__ = [
     "INVALID",
@@ -51,7 +51,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "RayExecutor":  # imports ray only when asked for
-        from execengine.batch.ray import RayExecutor
+        from execengine.batch.ray_executor import RayExecutor
 
         return RayExecutor
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

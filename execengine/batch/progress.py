@@ -125,8 +125,8 @@ class Progress:
             self.stream.flush()
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+def _duration(value: float) -> str:
+    seconds = round(value)
     if seconds < 60:
         return f"{seconds}s"
     minutes, seconds = divmod(seconds, 60)

@@ -9,6 +9,7 @@ record is flushed as it is written, so a stopped run loses nothing it finished.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ def scan(path: str) -> tuple[Done, int]:
     done = Done()
     good_end = 0
     try:
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
         return done, 0
     except OSError as exc:
@@ -98,10 +99,8 @@ class ResultWriter:
     def close(self) -> None:
         f, self._file = self._file, None
         if f is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.fsync(f.fileno())
-            except OSError:
-                pass
             f.close()
 
     def __enter__(self) -> ResultWriter:

@@ -1,0 +1,78 @@
+import threading
+import time
+
+import pytest
+from conftest import batch_config
+
+from execengine.batch import LocalExecutor, Task, default_concurrency
+
+
+@pytest.fixture
+def executor(no_leftover_children):
+    with LocalExecutor(config=batch_config(), concurrency=2) as ex:
+        yield ex
+
+
+def test_default_concurrency_is_what_the_machine_has():
+    import os
+
+    assert default_concurrency() == len(os.sched_getaffinity(0))
+    with pytest.raises(ValueError):
+        LocalExecutor(config=batch_config(), concurrency=0)
+
+
+def test_results_for_success_error_timeout_and_session(executor):
+    tasks = [Task("ok", "print('hi')"), Task("fail", "raise SystemExit(3)"),
+             Task("slow", "import time; time.sleep(30)", timeout=1),
+             Task("sess", "print(1)", session="s1"),
+             Task("badset", "print(1)", toolsets=("no_such_toolset",))]
+    got = {o.id: o for o in executor.run(tasks)}
+    assert got["ok"].status == "success" and got["ok"].result.output == "hi\n"
+    assert got["fail"].status == "error" and got["fail"].result.exit_code == 3
+    assert got["slow"].status == "timeout"
+    assert got["sess"].status == "error"
+    assert "does not support sessions" in got["sess"].result.error
+    assert got["badset"].status == "error"
+    assert "unknown toolset 'no_such_toolset'" in got["badset"].result.error
+    assert all(o.worker.startswith("local:") for o in got.values())
+
+
+def test_concurrency_is_bounded_and_tasks_are_pulled_lazily(executor):
+    pulled = []
+
+    def source():
+        for i in range(6):
+            pulled.append(i)
+            yield Task(f"t{i}", "import time; time.sleep(0.3)")
+
+    pulled_at_first_result = None
+    spans = []
+    for outcome in executor.run(source()):
+        if pulled_at_first_result is None:
+            pulled_at_first_result = len(pulled)
+        spans.append((outcome.timings.started, outcome.timings.finished))
+    assert len(spans) == 6
+    assert pulled_at_first_result <= executor.concurrency + 1
+    overlaps = max(sum(1 for s, f in spans if s <= t < f) for t, _ in spans)
+    assert overlaps <= 2
+
+
+def test_stop_interrupts_running_tasks_and_records_none_of_them(executor, tmp_path):
+    code = ("import pathlib, time, uuid\n"
+            f"pathlib.Path({str(tmp_path)!r}, uuid.uuid4().hex).touch()\n"
+            "time.sleep(60)\n")
+    tasks = [Task(f"t{i}", code) for i in range(5)]
+    stop = threading.Event()
+    got = []
+    runner = threading.Thread(target=lambda: got.extend(executor.run(tasks, stop=stop)))
+    runner.start()
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(list(tmp_path.iterdir())) == 2
+    stopped_at = time.monotonic()
+    stop.set()
+    runner.join(15)
+    assert not runner.is_alive()
+    assert time.monotonic() - stopped_at < 10
+    assert got == []  # interrupted, not finished: a resumed run starts them again
