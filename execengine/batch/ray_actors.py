@@ -120,6 +120,7 @@ class NodeWorker:
         self._pool = ThreadPoolExecutor(slots, thread_name_prefix="execengine-node")
         self._running: set[threading.Event] = set()
         self._stopping = False
+        self._gate: asyncio.Semaphore | None = None  # created on the actor's loop
 
     def info(self) -> dict[str, Any]:
         import ray
@@ -129,18 +130,24 @@ class NodeWorker:
 
     async def run(self, wire: dict[str, Any], submitted: float, attempts: int
                   ) -> dict[str, Any]:
-        """Run one task; returns the result fields, the worker and the node's times."""
+        """Run one task; returns the result fields, the worker and the node's times.
+
+        At most ``slots`` run at once; the driver may send one or two more, which wait
+        here so the node never idles while the driver hands out the next task."""
         task = Task.from_wire(wire)
         interrupt = threading.Event()
         if self._stopping:
             interrupt.set()
         self._running.add(interrupt)
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.slots)
         try:
-            loop = asyncio.get_running_loop()
-            outcome = await loop.run_in_executor(
-                self._pool, lambda: run_task(self.engine, task, worker=self.worker,
-                                             submitted=submitted, interrupt=interrupt,
-                                             attempts=attempts))
+            async with self._gate:
+                loop = asyncio.get_running_loop()
+                outcome = await loop.run_in_executor(
+                    self._pool, lambda: run_task(self.engine, task, worker=self.worker,
+                                                 submitted=submitted, interrupt=interrupt,
+                                                 attempts=attempts))
         finally:
             self._running.discard(interrupt)
         return {"result": outcome.result.to_dict(), "worker": outcome.worker,

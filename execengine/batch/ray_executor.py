@@ -3,10 +3,13 @@
 Each alive node with CPUs gets a :class:`~execengine.batch.ray_actors.NodeWorker` pinned to
 it (an engine with the node's own isolation and warm pool, and a registry built from the
 same config and plugins); it runs as many tasks at once as the node has CPUs (or
-``concurrency`` spread over the nodes). The driver keeps at most ``concurrency`` tasks in
-flight and pulls the next task only when one finishes (backpressure: never the whole file
-in flight). Tool calls run on the node, except driver-held tools, which the driver serves
-through a :class:`~execengine.batch.ray_actors.DriverToolRelay`.
+``concurrency`` spread over the nodes). The driver keeps at most that many tasks running,
+and pulls the next task from the file only when one finishes (backpressure: never the
+whole file in flight). ``prefetch`` lets that many more wait on each node, so a node does
+not idle while the driver hands out the next task; but a waiting task lost with its
+worker is reported ``worker_lost`` although it never started, so the default is none.
+Tool calls run on the node, except driver-held tools, which the driver serves through a
+:class:`~execengine.batch.ray_actors.DriverToolRelay`.
 
 A worker lost mid-task (its process or node died) gives each of its in-flight tasks a
 ``worker_lost`` result, or, for a task marked ``retry_safe``, another run elsewhere (up to
@@ -20,7 +23,6 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -92,13 +94,15 @@ class RayExecutor(Executor):
 
     def __init__(self, *, config: Config | None = None, address: str | None = None,
                  concurrency: int | None = None, retries: int = 2, replacements: int = 8,
-                 registry: ToolRegistry | None = None, start_timeout: float = 180.0,
+                 registry: ToolRegistry | None = None, prefetch: int = 0,
+                 start_timeout: float = 180.0,
                  init_kwargs: dict[str, Any] | None = None) -> None:
         if concurrency is not None and concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.ray = ray = import_ray()
         self.config = config or Config()
         self.retries = max(0, retries)
+        self.prefetch = max(0, prefetch)
         self._replacements_left = replacements
         self._start_timeout = start_timeout
         self._closed = False
@@ -135,10 +139,12 @@ class RayExecutor(Executor):
             raise BatchError("the Ray cluster has no alive node with CPUs")
         if concurrency is None:
             per_node = [max(1, int(n["Resources"]["CPU"])) for n in nodes]
-        else:
-            share = math.ceil(concurrency / len(nodes))
-            per_node = [share] * len(nodes)
-        self.concurrency = concurrency or sum(per_node)
+        else:  # spread exactly; with fewer slots than nodes, some nodes get no worker
+            base, extra = divmod(concurrency, len(nodes))
+            per_node = [base + (1 if i < extra else 0) for i in range(len(nodes))]
+            nodes = [n for n, k in zip(nodes, per_node, strict=True) if k]
+            per_node = [k for k in per_node if k]
+        self.concurrency = sum(per_node)
         self._driver_tools = driver_tools(self.registry)
         from execengine.batch.ray_actors import DriverToolRelay
 
@@ -159,7 +165,8 @@ class RayExecutor(Executor):
         from execengine.batch.ray_actors import NodeWorker
 
         actor = self.ray.remote(NodeWorker).options(
-            num_cpus=0, max_concurrency=slots + 4, max_restarts=0, max_task_retries=0,
+            num_cpus=0, max_concurrency=slots + self.prefetch + 4, max_restarts=0,
+            max_task_retries=0,
             scheduling_strategy=_on(self.ray, node_id, soft=False),
         ).remote(self.config, slots, self._relay, self._driver_tools)
         return _Slot(actor=actor, node_id=node_id, slots=slots)
@@ -180,7 +187,7 @@ class RayExecutor(Executor):
         retries: collections.deque[_Retry] = collections.deque()
         exhausted = False
         while True:
-            while not stop.is_set() and len(flights) < self.concurrency:
+            while not stop.is_set():
                 slot = self._free_slot()
                 if slot is None:
                     break
@@ -269,7 +276,7 @@ class RayExecutor(Executor):
             ray.cancel(ref, force=False)
 
     def _free_slot(self) -> _Slot | None:
-        live = [s for s in self._slots if s.alive and s.inflight < s.slots]
+        live = [s for s in self._slots if s.alive and s.inflight < s.slots + self.prefetch]
         return min(live, key=lambda s: s.inflight / s.slots) if live else None
 
     def _lost(self, slot: _Slot) -> None:

@@ -2,7 +2,10 @@
 
 Starting the cluster takes 20-35 s on a loaded 2-core machine, hence one cluster for the
 module and a longer per-test timeout. The cluster's temp dir is the module's own and is
-removed afterwards; every process the cluster started must be gone at the end.
+removed afterwards; every process the cluster started must be gone at the end. Ray 2.60
+binds its servers to every interface and will not take a loopback node address, so the
+cluster keeps Ray's token authentication on; HOME points at a module directory, where Ray
+writes the token (~/.ray/auth_token) and which the command-line test shares.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def cluster(tmp_path_factory):
     before = {p.pid for p in me.children(recursive=True)}
     # a short path: Ray's Unix sockets live under it (108-byte limit)
     temp = tempfile.mkdtemp(prefix="ee-ray-", dir="/tmp")
-    os.environ.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", HOME=str(home))
+    os.environ.update(RAY_USAGE_STATS_ENABLED="0", HOME=str(home))
     try:
         ray.init(num_cpus=2, include_dashboard=False, _temp_dir=temp,
                  object_store_memory=80 * 1024 * 1024, log_to_driver=False,
@@ -220,7 +223,7 @@ def test_cli_on_ray_stops_on_ctrl_c_and_resumes(cluster, tmp_path):
                              for i in range(n)))
     argv = [sys.executable, "-m", "execengine", "--config", str(cfg), "batch", str(tasks),
             "--out", str(out), "--ray", cluster, "--json"]
-    env = {**os.environ, "HOME": str(tmp_path)}
+    env = dict(os.environ)  # HOME: the module's, holding the cluster's token
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                             text=True)
     try:
