@@ -35,6 +35,7 @@ from execengine.batch.executor import Executor
 from execengine.batch.outcome import TaskOutcome, Timings, lost_outcome
 from execengine.batch.task import Task
 from execengine.config import Config
+from execengine.context import CallContext
 from execengine.engine import ExecutionResult
 from execengine.errors import BatchError
 from execengine.registry import ToolRegistry
@@ -376,7 +377,8 @@ class _DriverToolServer:
 
     def _serve(self, call_id: int, name: str, args: dict[str, Any], task_id: str | None
                ) -> None:
-        text = self.registry.dispatch(name, args, task_id=task_id, origin="execute_code")
+        text = self.registry.dispatch(name, args, CallContext(task_id=task_id,
+                                                              origin="execute_code"))
         self.relay.reply.remote(call_id, text)
 
     def close(self) -> None:
