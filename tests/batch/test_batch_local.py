@@ -2,7 +2,7 @@ import threading
 import time
 
 import pytest
-from conftest import batch_config
+from _batch_helpers import batch_config
 
 from execengine.batch import LocalExecutor, Task, default_concurrency
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 import ray
-from conftest import batch_config
+from _batch_helpers import batch_config
 
 from execengine.batch import RayExecutor, Task, run_batch
 
