@@ -3,8 +3,9 @@
 - ``task``: the task line model and the streaming reader (bad lines become values).
 - ``outcome``: one task's record (execution result + id, worker, timings).
 - ``executor``: the executor seam, :func:`run_task`, and a fake for tests.
-- ``local``: threads on this machine; ``ray_executor`` (optional extra ``execengine[ray]``): an
-  actor per node of a Ray cluster, with driver-held tools served back on the driver.
+- ``local``: threads on this machine; ``ray_executor`` (optional extra ``execengine[ray]``):
+  an actor per node of a Ray cluster (``node_worker``), with driver-held tools served back
+  on the driver (``driver_tools``).
 - ``results``: the appending, resumable results file; ``progress``: progress and summary.
 - ``runner``: :func:`run_batch`, which ties them together.
 

@@ -1,6 +1,6 @@
 """The Ray executor: the same batch on a Ray cluster, one long-lived actor per node.
 
-Each alive node with CPUs gets a :class:`~execengine.batch.ray_actors.NodeWorker` pinned to
+Each alive node with CPUs gets a :class:`~execengine.batch.node_worker.NodeWorker` pinned to
 it (an engine with the node's own isolation and warm pool, and a registry built from the
 same config and plugins); it runs as many tasks at once as the node has CPUs (or
 ``concurrency`` spread over the nodes). The driver keeps at most that many tasks running,
@@ -8,8 +8,8 @@ and pulls the next task from the file only when one finishes (backpressure: neve
 whole file in flight). ``prefetch`` lets that many more wait on each node, so a node does
 not idle while the driver hands out the next task; but a waiting task lost with its
 worker is reported ``worker_lost`` although it never started, so the default is none.
-Tool calls run on the node, except driver-held tools, which the driver serves through a
-:class:`~execengine.batch.ray_actors.DriverToolRelay`.
+Tool calls run on the node, except driver-held tools, which the driver serves (see
+:mod:`~execengine.batch.driver_tools`).
 
 A worker lost mid-task (its process or node died) gives each of its in-flight tasks a
 ``worker_lost`` result, or, for a task marked ``retry_safe``, another run elsewhere (up to
@@ -21,21 +21,20 @@ finished so far is recorded: rerun to resume).
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from execengine.batch.driver_tools import DriverToolRelay, DriverToolServer, driver_tool_specs
 from execengine.batch.executor import Executor
+from execengine.batch.node_worker import NodeWorker
 from execengine.batch.outcome import TaskOutcome, Timings, lost_outcome
 from execengine.batch.task import Task
 from execengine.config import Config
-from execengine.context import CallContext
 from execengine.engine import ExecutionResult
 from execengine.errors import BatchError
 from execengine.registry import ToolRegistry
@@ -110,7 +109,7 @@ class RayExecutor(Executor):
         self._own_ray = False
         self._slots: list[_Slot] = []
         self._relay: Any = None
-        self._server: _DriverToolServer | None = None
+        self._server: DriverToolServer | None = None
         self._own_registry = registry is None
         self.registry = registry if registry is not None else ToolRegistry.with_builtins(
             self.config)
@@ -146,15 +145,14 @@ class RayExecutor(Executor):
             nodes = [n for n, k in zip(nodes, per_node, strict=True) if k]
             per_node = [k for k in per_node if k]
         self.concurrency = sum(per_node)
-        self._driver_tools = driver_tools(self.registry)
-        from execengine.batch.ray_actors import DriverToolRelay
+        self._driver_tools = driver_tool_specs(self.registry)
 
         relay_cls = ray.remote(DriverToolRelay)
         here = ray.get_runtime_context().get_node_id()
         self._relay = relay_cls.options(num_cpus=0, max_concurrency=10_000,
                                         scheduling_strategy=_on(ray, here, soft=True)).remote()
         if self._driver_tools:
-            self._server = _DriverToolServer(ray, self._relay, self.registry)
+            self._server = DriverToolServer(ray, self._relay, self.registry)
         for node, slots in zip(nodes, per_node, strict=True):
             self._slots.append(self._spawn(node["NodeID"], slots))
         infos = ray.get([s.actor.info.remote() for s in self._slots],
@@ -163,7 +161,6 @@ class RayExecutor(Executor):
             slot.worker = info["worker"]
 
     def _spawn(self, node_id: str, slots: int) -> _Slot:
-        from execengine.batch.ray_actors import NodeWorker
 
         actor = self.ray.remote(NodeWorker).options(
             num_cpus=0, max_concurrency=slots + self.prefetch + 4, max_restarts=0,
@@ -325,67 +322,7 @@ class RayExecutor(Executor):
             ray.shutdown()
 
 
-def driver_tools(registry: ToolRegistry) -> list[dict[str, Any]]:
-    """Driver-held tools available here, as specs a node registers proxies from."""
-    held = [e for e in registry.entries() if e.policy.driver_held]
-    if not held:
-        return []
-    avail = registry.availability([e.name for e in held])
-    out = []
-    for entry in held:
-        if not avail[entry.name].available:
-            continue
-        p = entry.policy
-        out.append({"name": entry.name, "toolset": entry.toolset,
-                    "schema": json.loads(json.dumps(dict(entry.schema))),
-                    "policy": {"script_callable": p.script_callable,
-                               "hidden_params": frozenset(p.hidden_params),
-                               "agent_level": p.agent_level, "read_only": p.read_only,
-                               "parallel_safe": p.parallel_safe, "driver_held": True}})
-    return out
-
-
 def _on(ray: Any, node_id: str, *, soft: bool) -> Any:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     return NodeAffinitySchedulingStrategy(node_id=node_id, soft=soft)
-
-
-class _DriverToolServer:
-    """Serves driver-held calls parked at the relay, on this (the driver's) process."""
-
-    def __init__(self, ray: Any, relay: Any, registry: ToolRegistry) -> None:
-        self.ray, self.relay, self.registry = ray, relay, registry
-        self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(8, thread_name_prefix="execengine-driver-tools")
-        self._thread = threading.Thread(target=self._loop, name="execengine-driver-tools",
-                                        daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                items = self.ray.get(self.relay.take.remote(64, 0.5), timeout=30)
-            except Exception:
-                if self._stop.is_set():
-                    return
-                log.warning("driver-held tools: the relay did not answer", exc_info=True)
-                self._stop.wait(1.0)
-                continue
-            for call_id, name, args, task_id in items:
-                self._pool.submit(self._serve, call_id, name, args, task_id)
-
-    def _serve(self, call_id: int, name: str, args: dict[str, Any], task_id: str | None
-               ) -> None:
-        text = self.registry.dispatch(name, args, CallContext(task_id=task_id,
-                                                              origin="execute_code"))
-        self.relay.reply.remote(call_id, text)
-
-    def close(self) -> None:
-        self._stop.set()
-        try:
-            self.ray.get(self.relay.close.remote(), timeout=10)
-        except Exception:
-            log.debug("closing the driver-tool relay", exc_info=True)
-        self._thread.join(timeout=5)
-        self._pool.shutdown(wait=True)
