@@ -31,15 +31,16 @@ def run_batch(tasks: str, out: str, executor: Executor, *, restart: bool = False
     ``stream`` (default stderr; None: only when it is a terminal).
     """
     stop = stop or threading.Event()
+    summary = Summary()
+    bar = Progress(summary, stream=stream, enabled=progress)
     try:
         open(tasks, "rb").close()
-        total = count_lines(tasks) if progress is not False else None
+        total = count_lines(tasks) if bar.enabled else None  # a second pass, for the bar only
     except OSError as exc:
         raise BatchError(f"cannot read tasks file {tasks}: {exc}") from exc
-    summary = Summary()
     with ResultWriter(out, restart=restart) as writer:
-        bar = Progress(summary, total=None if total is None else total - writer.done.records,
-                       stream=stream, enabled=progress)
+        if total is not None:
+            bar.total = max(0, total - writer.done.records)
 
         def feed() -> Iterator[Task]:
             # pulled by the executor in the thread that iterates its run(): one writer thread

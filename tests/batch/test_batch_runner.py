@@ -52,3 +52,21 @@ def test_missing_tasks_file_is_a_batch_error(tmp_path):
         run_batch(str(tmp_path / "nope.jsonl"), str(tmp_path / "r.jsonl"),
                   FakeExecutor(echo))
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_progress_shows_on_a_terminal_with_the_remaining_total(tmp_path):
+    import io
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tasks, out = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
+    write_tasks(tasks, 3)
+    run_batch(str(tasks), str(out), FakeExecutor(echo, stop_after=1), progress=False)
+    tty = Tty()
+    run_batch(str(tasks), str(out), FakeExecutor(echo), stream=tty)
+    assert "2/2 100%" in tty.getvalue()
+    pipe = io.StringIO()
+    run_batch(str(tasks), str(out), FakeExecutor(echo), stream=pipe, restart=True)
+    assert pipe.getvalue() == ""
