@@ -35,6 +35,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--retries", type=int, default=2, metavar="N",
                    help="Ray: runs again of a retry_safe task whose worker was lost "
                         "(default: 2)")
+    p.add_argument("--prefetch", type=int, default=0, metavar="N",
+                   help="Ray: tasks waiting on each node beyond those running, so tiny tasks "
+                        "do not wait for the driver; a waiting task lost with its worker is "
+                        "reported worker_lost unstarted (default: 0)")
     p.add_argument("--restart", action="store_true",
                    help="empty RESULTS.jsonl first and run every task")
     p.add_argument("--isolation", choices=("auto", "none", "restricted", "isolated"),
@@ -56,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
         from execengine.batch.ray_executor import RayExecutor
 
         executor = RayExecutor(config=config, address=args.ray,
-                               concurrency=args.concurrency, retries=args.retries)
+                               concurrency=args.concurrency, retries=args.retries,
+                               prefetch=args.prefetch)
     else:
         executor = LocalExecutor(config=config, concurrency=args.concurrency)
     with executor, _stop_on_sigint(stop):

@@ -139,6 +139,22 @@ def test_a_few_hundred_tasks_with_failing_timing_out_and_malformed(executor, tmp
     assert all(r["timings"]["run_seconds"] > 0 for r in ran)
 
 
+def test_backpressure_never_more_than_the_slots_in_flight(executor):
+    pulled = 0
+
+    def source():
+        nonlocal pulled
+        for i in range(30):
+            pulled += 1
+            yield Task(f"b{i}", "pass")
+
+    in_flight = []
+    for done, _ in enumerate(executor.run(source()), start=1):
+        in_flight.append(pulled - done + 1)  # pulled, less those already yielded
+    assert len(in_flight) == 30
+    assert max(in_flight) <= executor.concurrency
+
+
 def test_resume_a_half_written_output(executor, tmp_path):
     tasks, out = tmp_path / "tasks.jsonl", tmp_path / "results.jsonl"
     all_lines = [json.dumps({"id": f"r{i}", "code": f"print({i})"}) for i in range(20)]
