@@ -1,4 +1,7 @@
-"""The local executor: a bounded pool of executions on this machine, one shared engine."""
+"""The local executor: a bounded pool of executions on this machine, one shared engine.
+
+Tasks of one session run one at a time, in file order (:mod:`execengine.batch.sessions`).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from execengine.batch.executor import Executor, run_task
 from execengine.batch.outcome import TaskOutcome
+from execengine.batch.sessions import SessionOrder
 from execengine.batch.task import Task
 from execengine.config import Config
 from execengine.engine import Engine
@@ -52,25 +56,25 @@ class LocalExecutor(Executor):
             ) -> Iterator[TaskOutcome]:
         stop = stop or threading.Event()
         interrupt = threading.Event()  # set once: every running execution stops
-        source = iter(tasks)
+        order = SessionOrder(tasks, hold=4 * self.concurrency)
         pending: set[Future[TaskOutcome]] = set()
-        exhausted = False
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="execengine-batch")
         try:
             while True:
-                while not exhausted and not stop.is_set() and len(pending) < self.concurrency:
-                    task = next(source, None)
+                while not stop.is_set() and len(pending) < self.concurrency:
+                    task = order.next()
                     if task is None:
-                        exhausted = True
                         break
                     pending.add(pool.submit(self._one, task, time.time(), interrupt))
-                if not pending:
+                if not pending:  # drained (a held task always has its session's one running)
                     return
                 done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
                 if stop.is_set():
                     interrupt.set()
                 for future in done:
                     outcome = future.result()
+                    if outcome.task is not None:
+                        order.finished(outcome.task)
                     if interrupt.is_set() and outcome.status == "interrupted":
                         continue  # stopped by us, not finished: a resumed run starts it again
                     yield outcome

@@ -11,6 +11,10 @@ worker is reported ``worker_lost`` although it never started, so the default is 
 Tool calls run on the node, except driver-held tools, which the driver serves (see
 :mod:`~execengine.batch.driver_tools`).
 
+Tasks of one session run one at a time, in file order, all on the worker that ran the
+session's first task (its interpreter lives there); if that worker dies, the session's
+remaining tasks get ``worker_lost`` without running.
+
 A worker lost mid-task (its process or node died) gives each of its in-flight tasks a
 ``worker_lost`` result, or, for a task marked ``retry_safe``, another run elsewhere (up to
 ``retries`` more). A worker on a node still alive is replaced, at most ``replacements``
@@ -33,6 +37,7 @@ from execengine.batch.driver_tools import DriverToolRelay, DriverToolServer, dri
 from execengine.batch.executor import Executor
 from execengine.batch.node_worker import NodeWorker
 from execengine.batch.outcome import TaskOutcome, Timings, lost_outcome
+from execengine.batch.sessions import SessionOrder
 from execengine.batch.task import Task
 from execengine.config import Config
 from execengine.engine import ExecutionResult
@@ -180,10 +185,10 @@ class RayExecutor(Executor):
             ) -> Iterator[TaskOutcome]:
         ray = self.ray
         stop = stop or threading.Event()
-        source = iter(tasks)
+        order = SessionOrder(tasks, hold=4 * self.concurrency)
+        homes: dict[str, _Slot] = {}  # session -> the worker holding its interpreter
         flights: dict[Any, _Flight] = {}
         retries: collections.deque[_Retry] = collections.deque()
-        exhausted = False
         while True:
             while not stop.is_set():
                 slot = self._free_slot()
@@ -192,14 +197,24 @@ class RayExecutor(Executor):
                 if retries:
                     again = retries.popleft()
                     task, attempts, submitted = again.task, again.attempts, again.submitted
-                elif exhausted:
-                    break
                 else:
-                    nxt = next(source, None)
+                    nxt = order.next()
                     if nxt is None:
-                        exhausted = True
                         break
                     task, attempts, submitted = nxt, 1, time.time()
+                    if task.session is not None:
+                        home = homes.setdefault(task.session, slot)
+                        if not home.alive:
+                            order.finished(task)
+                            yield lost_outcome(task, home.worker, (
+                                f"session {task.session!r} lived on {home.worker}, which "
+                                "died; this task did not run"), attempts=0,
+                                submitted=submitted)
+                            continue
+                        if home.inflight >= home.slots + self.prefetch:
+                            order.put_back(task)  # its worker is full: wait for a slot there
+                            break
+                        slot = home
                 ref = slot.actor.run.remote(task.to_wire(), submitted, attempts)
                 slot.inflight += 1
                 flights[ref] = _Flight(task, slot, submitted, attempts)
@@ -207,7 +222,7 @@ class RayExecutor(Executor):
                 yield from self._drain(flights)
                 return
             if not flights:
-                if exhausted and not retries:
+                if order.drained and not retries:
                     return
                 if self._free_slot() is None:
                     raise BatchError("every Ray node worker was lost and none can be "
@@ -218,6 +233,7 @@ class RayExecutor(Executor):
                 flight = flights.pop(ref)
                 outcome = self._collect(ref, flight, retries)
                 if outcome is not None:
+                    order.finished(flight.task)
                     yield outcome
 
     def _collect(self, ref: Any, flight: _Flight, retries: collections.deque[_Retry]
@@ -230,12 +246,16 @@ class RayExecutor(Executor):
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                 ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError) as exc:
             self._lost(flight.slot)
-            if task.retry_safe and flight.attempts <= self.retries:
+            # a session's state died with its worker: running the task elsewhere would run
+            # it without what the earlier cells defined
+            if task.retry_safe and task.session is None and flight.attempts <= self.retries:
                 log.info("task %s: worker lost; running it again", task.id)
                 retries.append(_Retry(task, flight.attempts + 1, flight.submitted))
                 return None
             reason = f"{flight.slot.worker or 'a Ray worker'} died ({type(exc).__name__})"
-            if not task.retry_safe:
+            if task.session is not None:
+                reason += f"; not retried: its session {task.session!r} died with it"
+            elif not task.retry_safe:
                 reason += "; not retried: the task is not marked retry_safe"
             return lost_outcome(task, flight.slot.worker, reason, attempts=flight.attempts,
                                 submitted=flight.submitted)

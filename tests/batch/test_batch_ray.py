@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 import ray
-from _batch_helpers import batch_config
+from _batch_helpers import batch_config, engine_has_sessions
 
 from execengine.batch import RayExecutor, Task, run_batch
 
@@ -153,6 +153,21 @@ def test_backpressure_never_more_than_the_slots_in_flight(executor):
         in_flight.append(pulled - done + 1)  # pulled, less those already yielded
     assert len(in_flight) == 30
     assert max(in_flight) <= executor.concurrency
+
+
+def test_session_tasks_run_one_at_a_time_on_one_worker_or_are_refused(executor):
+    tasks = [Task("s1", "x = 41", session="A"), Task("p", "print(2)"),
+             Task("s2", "print(x + 1)", session="A")]
+    got = {o.id: o for o in executor.run(tasks)}
+    assert got["p"].status == "success"
+    if engine_has_sessions():
+        assert got["s2"].status == "success" and got["s2"].result.output == "42\n"
+        assert got["s1"].worker == got["s2"].worker
+    else:
+        for tid in ("s1", "s2"):
+            assert got[tid].status == "error"
+            assert "does not support sessions" in got[tid].result.error
+    assert got["s1"].timings.finished <= got["s2"].timings.started  # one at a time
 
 
 def test_resume_a_half_written_output(executor, tmp_path):
