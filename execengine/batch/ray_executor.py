@@ -160,13 +160,18 @@ class RayExecutor(Executor):
             self._server = DriverToolServer(ray, self._relay, self.registry)
         for node, slots in zip(nodes, per_node, strict=True):
             self._slots.append(self._spawn(node["NodeID"], slots))
-        infos = ray.get([s.actor.info.remote() for s in self._slots],
-                        timeout=self._start_timeout)
+        try:
+            infos = ray.get([s.actor.info.remote() for s in self._slots],
+                            timeout=self._start_timeout)
+        except ray.exceptions.RayError as exc:  # most often: execengine missing on a node
+            raise BatchError(f"the execengine node workers did not start within "
+                             f"{self._start_timeout:g}s: {type(exc).__name__}: {exc} "
+                             "(every node needs execengine[ray] installed, see "
+                             "docs/batch.md)") from exc
         for slot, info in zip(self._slots, infos, strict=True):
             slot.worker = info["worker"]
 
     def _spawn(self, node_id: str, slots: int) -> _Slot:
-
         actor = self.ray.remote(NodeWorker).options(
             num_cpus=0, max_concurrency=slots + self.prefetch + 4, max_restarts=0,
             max_task_retries=0,

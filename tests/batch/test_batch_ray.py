@@ -202,6 +202,14 @@ def test_driver_held_tool_is_served_on_the_driver(executor, monkeypatch, tmp_pat
     assert outcome.result.tool_calls_made == 2
 
 
+def test_workers_that_do_not_start_in_time_are_a_clear_error(cluster):
+    from execengine.errors import BatchError
+
+    with pytest.raises(BatchError, match="node workers did not start within"):
+        RayExecutor(config=batch_config(), start_timeout=0.001)
+    assert ray.is_initialized()  # not this executor's Ray: left running
+
+
 def test_worker_killed_mid_run_gives_one_result_per_task(cluster, tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
