@@ -9,23 +9,19 @@
 - ``results``: the appending, resumable results file; ``progress``: progress and summary.
 - ``runner``: :func:`run_batch`, which ties them together.
 
-Nothing here imports Ray until a :class:`RayExecutor` is built.
+Nothing here imports Ray until a :class:`RayExecutor` is built (the ``ray`` extra).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from execengine.batch.executor import Executor, FakeExecutor, run_task
 from execengine.batch.local import LocalExecutor, default_concurrency
 from execengine.batch.outcome import INVALID, STATUSES, WORKER_LOST, TaskOutcome, Timings
 from execengine.batch.progress import Progress, Summary
+from execengine.batch.ray_executor import RayExecutor
 from execengine.batch.results import ResultWriter
 from execengine.batch.runner import run_batch
 from execengine.batch.task import InvalidLine, Task, parse_task, read_tasks
-
-if TYPE_CHECKING:
-    from execengine.batch.ray_executor import RayExecutor
 
 __all__ = [
     "INVALID",
@@ -49,10 +45,3 @@ __all__ = [
     "run_task",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "RayExecutor":  # imports ray only when asked for
-        from execengine.batch.ray_executor import RayExecutor
-
-        return RayExecutor
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

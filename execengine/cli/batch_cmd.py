@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from execengine.batch import Executor, LocalExecutor, run_batch
+from execengine.batch import Executor, LocalExecutor, RayExecutor, run_batch
 from execengine.cli._common import config_from
 from execengine.errors import ConfigError
 
@@ -57,8 +57,6 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     executor: Executor
     if args.ray:
-        from execengine.batch.ray_executor import RayExecutor
-
         executor = RayExecutor(config=config, address=args.ray,
                                concurrency=args.concurrency, retries=args.retries,
                                prefetch=args.prefetch)
