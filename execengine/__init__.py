@@ -10,6 +10,7 @@ Where things live:
 - ``engine/`` (execute_code), ``rpc/`` (the host end of the ZMTP RPC), ``launch/`` (the
   launcher seam, level ``none``) and ``isolation/`` (levels ``restricted`` and ``isolated``).
 - ``agent/``: the agent-side tool-call pipeline and a reference agent loop.
+- ``batch/``: batch runs from a JSONL file, on local threads or a Ray cluster.
 - ``bench/``: the token-savings and speed benchmark harness.
 - ``cli/``: the ``execengine`` command.
 

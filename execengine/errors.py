@@ -29,6 +29,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     ├── MemoryFileError             the reference memory tool's file is unusable
     ├── BenchError                  the benchmark harness cannot run
     │   └── WorkflowError           a workflow is malformed, or its two runs disagree
+    ├── BatchError                  a batch cannot run: output unusable, Ray missing or
+    │                               unreachable (bad task lines are results, not this)
     └── SandboxError                the execution engine itself failed (not the script)
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
         ├── HandshakeError          a helper process did not say it was ready, or said it wrongly
@@ -202,6 +204,10 @@ class BenchError(ExecEngineError):
 
 class WorkflowError(BenchError):
     """A workflow definition is malformed (which file, which key, what was expected)."""
+
+
+class BatchError(ExecEngineError):
+    """A batch run cannot start or continue (not a task's own failure)."""
 
 
 class SandboxError(ExecEngineError):

@@ -21,6 +21,10 @@ LAZY_ALLOWED = {
     ("execengine.bench.tokens", "tiktoken"),           # the [bench] extra counts tokens
     ("execengine.isolation.seccomp", "pyseccomp"),     # Linux only; a missing layer is reported
     ("execengine.isolation.detect", "resource"),       # the probe: POSIX only
+    ("execengine.batch.ray_executor", "ray"),          # the [ray] extra runs batches on Ray
+    ("execengine.batch.ray_executor", "ray.util.scheduling_strategies"),
+    ("execengine.batch.node_worker", "ray"),
+    ("execengine.batch.driver_tools", "ray"),
 }
 
 

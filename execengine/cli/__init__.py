@@ -16,6 +16,7 @@ COMMANDS = (
     "execengine.cli.config_cmd",
     "execengine.cli.tools_cmd",
     "execengine.cli.run_cmd",
+    "execengine.cli.batch_cmd",
     "execengine.cli.chat_cmd",
     "execengine.cli.doctor_cmd",
     "execengine.cli.bench_cmd",
