@@ -33,6 +33,7 @@ from execengine.engine.result import (
     no_hello_message,
     timeout_message,
 )
+from execengine.engine.sessions import SessionManager
 from execengine.engine.spill import prune, spill_dir
 from execengine.engine.staging import (
     RUNTIME_PACKAGE,
@@ -88,6 +89,7 @@ class Engine:
         clean_leftovers(self.config)
         self.runtime = Runtime()
         self._server: RpcServer | None = None
+        self._sessions: SessionManager | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -105,12 +107,25 @@ class Engine:
                                          max_message_bytes=ce.max_message_bytes)
             return self._server
 
+    @property
+    def sessions(self) -> SessionManager:
+        """The persistent sessions (``execute(..., session=name)``): list and close them."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the engine is closed")
+            if self._sessions is None:
+                self._sessions = SessionManager(self)
+            return self._sessions
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             server, self._server = self._server, None
+            sessions, self._sessions = self._sessions, None
+        if sessions is not None:
+            sessions.close()
         if server is not None:
             server.close()
         self.launcher.close()
@@ -158,9 +173,19 @@ class Engine:
         timeout: float | None = None,
         mode: str | None = None,
         extras: Mapping[str, Any] | None = None,
+        session: str | None = None,
+        reset: bool = False,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
-        script does; :class:`SandboxError` when the engine itself cannot run it)."""
+        script does; :class:`SandboxError` when the engine itself cannot run it).
+
+        With ``session``, ``code`` runs as a cell of that session's persistent kernel
+        (``reset=True`` starts it fresh); see :mod:`execengine.engine.sessions`."""
+        if session is not None:
+            return self.sessions.run(
+                session, code, reset=reset, task_id=task_id, cwd=cwd,
+                enabled_toolsets=enabled_toolsets, tools=tools, interrupt=interrupt,
+                timeout=timeout, mode=mode, extras=extras)
         started = time.monotonic()
         if not code or not code.strip():
             return no_code_result()

@@ -50,6 +50,9 @@ class ExecutionResult:
     #: the full stdout, when it was truncated
     full_output_path: str | None = None
     hint: str | None = None
+    #: sessions: what happened to the session's state before this cell (reset, replaced,
+    #: closed, died), when the model should know
+    notice: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -82,6 +85,8 @@ class ExecutionResult:
             out["stderr_truncated"] = True
         if self.hint:
             out["hint"] = self.hint
+        if self.notice:
+            out["notice"] = self.notice
         return out
 
     def to_json(self) -> str:

@@ -1,0 +1,312 @@
+"""A session kernel: ``python -m _execengine.kernel``, running many cells in one ``__main__``.
+
+The host talks to the kernel over two pipes it passes in (``EXECENGINE_KERNEL_FDS`` =
+``"<command read fd>,<reply write fd>"``, removed from the environment): one JSON object per
+line each way. Stdout and stderr stay the process's own pipes, read by the host.
+
+- ``{"op": "run", "cell": N, "code": ..., "marker": ...}`` runs ``code`` in the persistent
+  ``__main__`` globals. When the cell ends, stdout and stderr are flushed, every process the
+  cell left running is killed, ``marker`` is written to fd 1 and fd 2 (the host cuts each
+  stream there), then ``{"op": "done", "cell": N, "status": ..., "code": ...}`` is sent.
+  ``status`` is ``ok``, ``error`` (uncaught exception, printed to stderr as Python would),
+  ``exit`` (``SystemExit``; ``code`` is its status) or ``interrupted``.
+- ``{"op": "interrupt", "cell": N}`` raises ``KeyboardInterrupt`` in the main thread if cell
+  ``N`` is still running (a real SIGINT to that thread, so blocking calls return early).
+- End of file on the command pipe means the host is gone or closed the kernel: everything
+  of the kernel is killed at once (the watchdog of :mod:`.bootstrap`).
+
+At start the kernel becomes a child subreaper and answers ``{"op": "ready", "pid": P}``.
+
+A thread a cell leaves running keeps running, but loses the cell's authority: its tool
+calls are refused here (``client.call_gate``), and the host refuses any call that arrives
+while no cell runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+from . import bootstrap
+
+ENV_FDS = "EXECENGINE_KERNEL_FDS"
+
+
+class _State:
+    """What the reader thread and the main thread share (guarded by ``lock``)."""
+
+    def __init__(self) -> None:
+        # re-entrant: the SIGINT handler runs in the main thread, maybe while it holds it
+        self.lock = threading.RLock()
+        self.cell = 0  # the running cell, 0 between cells
+        self.interrupt = False  # the host asked to interrupt the running cell
+        self.stale = {}  # type: dict  # thread ident -> (cell number, Thread or None)
+
+
+_state = _State()
+_main_ident = threading.get_ident()
+
+
+def _on_sigint(signum, frame) -> None:
+    with _state.lock:
+        wanted = _state.cell and _state.interrupt
+    if wanted:
+        raise KeyboardInterrupt
+
+
+def _reader(fd: int, cells) -> None:
+    """Read commands; hand cells to the main thread, deliver interrupts; die on EOF."""
+    buf = b""
+    try:
+        while True:
+            data = os.read(fd, 1 << 16)
+            if not data:
+                break
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line.decode("utf-8"))
+                except ValueError:
+                    continue
+                if not isinstance(msg, dict):
+                    continue
+                if msg.get("op") == "run":
+                    cells.append(msg)
+                    _wake.release()
+                elif msg.get("op") == "interrupt":
+                    with _state.lock:
+                        hit = _state.cell and _state.cell == msg.get("cell")
+                        if hit:
+                            _state.interrupt = True
+                    if hit:
+                        signal.pthread_kill(_main_ident, signal.SIGINT)
+    except OSError:
+        pass
+    bootstrap._kill_everything()
+
+
+_wake = threading.Semaphore(0)
+
+
+def _gate() -> None:
+    """Refuse a tool call from a thread whose cell has ended (see ``client.call_gate``)."""
+    ident = threading.get_ident()
+    with _state.lock:
+        running = _state.cell
+        entry = _state.stale.get(ident)
+    if entry is not None:
+        cell, thread = entry
+        current = threading.current_thread()
+        if thread is None or thread is current:
+            from .client import ToolCallError
+
+            raise ToolCallError(
+                "tool call refused: this thread was started by cell %d, which has ended; "
+                "a cell's tool calls belong to the cell" % cell)
+    if not running:
+        from .client import ToolCallError
+
+        raise ToolCallError("tool call refused: no cell is running in this session")
+
+
+def _mark_leftover_threads(cell: int) -> None:
+    """Threads alive at the end of ``cell`` lose its authority."""
+    objects = {t.ident: t for t in threading.enumerate()}
+    with _state.lock:
+        for ident in sys._current_frames():
+            if ident != _main_ident and ident not in _state.stale:
+                _state.stale[ident] = (cell, objects.get(ident))
+
+
+def _forget_dead_threads() -> None:
+    alive = sys._current_frames()
+    with _state.lock:
+        for ident in [i for i in _state.stale if i not in alive]:
+            del _state.stale[ident]
+
+
+def _children(pid: str) -> list:
+    """Direct children of ``pid`` from ``/proc/<pid>/task/*/children``; None if unknown."""
+    out = []
+    try:
+        tasks = os.listdir("/proc/" + pid + "/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open("/proc/" + pid + "/task/" + tid + "/children", "rb") as f:
+                out.extend(f.read().split())
+        except OSError:
+            continue
+    return [p.decode() for p in out]
+
+
+def _descendants() -> list:
+    found, stack = [], [str(os.getpid())]
+    while stack:
+        for child in _children(stack.pop()):
+            found.append(int(child))
+            stack.append(child)
+    return found
+
+
+def kill_leftover_processes(seconds: float = 2.0) -> int:
+    """Kill every descendant (a subreaper's orphans included) and reap them; how many."""
+    if not os.path.exists("/proc/%d/task/%d/children" % (os.getpid(), os.getpid())):
+        pids = bootstrap._descendants(os.getpid())
+    else:
+        pids = _descendants()
+    if not pids:
+        return 0
+    killed = set()
+    deadline = time.monotonic() + seconds
+    while pids and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGSTOP)  # no forking while we look
+            except OSError:
+                pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except OSError:
+                pass
+        _reap(deadline)
+        pids = _descendants()
+    return len(killed)
+
+
+def _reap(deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if not _descendants():
+                return
+            time.sleep(0.001)
+
+
+class Kernel:
+    def __init__(self, cmd_fd: int, reply_fd: int) -> None:
+        self.cmd_fd = cmd_fd
+        self.reply_fd = reply_fd
+        self.cells = []  # type: list
+        import types
+
+        main = types.ModuleType("__main__")
+        main.__dict__.update({"__builtins__": __builtins__, "__package__": None,
+                              "__spec__": None, "__cached__": None})
+        sys.modules["__main__"] = main
+        self.globals = main.__dict__
+
+    def send(self, msg: dict) -> None:
+        data = (json.dumps(msg) + "\n").encode("utf-8")
+        while data:
+            data = data[os.write(self.reply_fd, data):]
+
+    def serve(self) -> None:
+        self.send({"op": "ready", "pid": os.getpid()})
+        while True:
+            _wake.acquire()
+            msg = self.cells.pop(0)
+            self.run(msg)
+
+    def run(self, msg: dict) -> None:
+        cell = int(msg.get("cell") or 0)
+        code = msg.get("code") or ""
+        marker = str(msg.get("marker") or "").encode("utf-8")
+        _forget_dead_threads()
+        signal.signal(signal.SIGINT, _on_sigint)  # a cell may have replaced it
+        status, exit_code = "ok", 0
+        with _state.lock:
+            _state.cell, _state.interrupt = cell, False
+        try:
+            try:
+                status, exit_code = self._exec(cell, code)
+            finally:
+                with _state.lock:
+                    interrupted = _state.interrupt
+                    _state.cell, _state.interrupt = 0, False
+        except KeyboardInterrupt:  # arrived between the cell's end and the flag
+            interrupted = True
+        if interrupted and status != "ok":
+            status = "interrupted"
+        bootstrap._flush()
+        kill_leftover_processes()
+        _mark_leftover_threads(cell)
+        for fd in (1, 2):
+            try:
+                os.write(fd, marker)
+            except OSError:
+                pass
+        self.send({"op": "done", "cell": cell, "status": status, "code": exit_code})
+
+    def _exec(self, cell: int, code: str):
+        import linecache
+
+        filename = "<cell %d>" % cell
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        try:
+            compiled = compile(code, filename, "exec", dont_inherit=True)
+            exec(compiled, self.globals)
+        except SystemExit as exc:
+            value = exc.code
+            if value is None:
+                return "ok", 0
+            if isinstance(value, int):
+                return ("ok" if value == 0 else "exit"), value
+            sys.stderr.write(str(value) + "\n")
+            return "exit", 1
+        except BaseException as exc:
+            tb = exc.__traceback__
+            tb = tb.tb_next if tb is not None else tb  # this frame
+            try:
+                if sys.excepthook is sys.__excepthook__:
+                    # the default hook reads source lines from files; cells live in linecache
+                    import traceback
+
+                    traceback.print_exception(type(exc), exc, tb)
+                else:
+                    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+            except BaseException:  # a broken hook must not take the kernel down
+                pass
+            return "error", (130 if isinstance(exc, KeyboardInterrupt) else 1)
+        return "ok", 0
+
+
+def main() -> int:
+    value = os.environ.pop(ENV_FDS, "")
+    try:
+        cmd_fd, reply_fd = (int(v) for v in value.split(","))
+        os.fstat(cmd_fd)
+        os.fstat(reply_fd)
+    except (ValueError, OSError):
+        sys.stderr.write("execengine kernel: bad %s=%r\n" % (ENV_FDS, value))
+        return 2
+    for fd in (cmd_fd, reply_fd):
+        os.set_inheritable(fd, False)
+    os.environ.pop(bootstrap.ENV_WATCHDOG_FD, None)
+    bootstrap.become_subreaper()
+    sys.argv[:] = [""]
+    kernel = Kernel(cmd_fd, reply_fd)
+    from . import client
+
+    client.call_gate = _gate
+    bootstrap._connect_in_background()
+    import _thread
+
+    _thread.start_new_thread(_reader, (cmd_fd, kernel.cells))
+    kernel.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
