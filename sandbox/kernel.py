@@ -44,6 +44,7 @@ class _State:
         self.lock = threading.RLock()
         self.cell = 0  # the running cell, 0 between cells
         self.interrupt = False  # the host asked to interrupt the running cell
+        self.pending = 0  # an interrupt that arrived before its cell started
         self.stale = {}  # type: dict  # thread ident -> (cell number, Thread or None)
 
 
@@ -83,6 +84,8 @@ def _reader(fd: int, cells) -> None:
                         hit = _state.cell and _state.cell == msg.get("cell")
                         if hit:
                             _state.interrupt = True
+                        elif isinstance(msg.get("cell"), int):
+                            _state.pending = msg["cell"]
                     if hit:
                         signal.pthread_kill(_main_ident, signal.SIGINT)
     except OSError:
@@ -227,10 +230,14 @@ class Kernel:
         signal.signal(signal.SIGINT, _on_sigint)  # a cell may have replaced it
         status, exit_code = "ok", 0
         with _state.lock:
-            _state.cell, _state.interrupt = cell, False
+            early = _state.pending == cell
+            _state.cell, _state.interrupt = cell, early
         try:
             try:
-                status, exit_code = self._exec(cell, code)
+                if early:  # interrupted before it started: it does not run
+                    status, exit_code = "interrupted", 130
+                else:
+                    status, exit_code = self._exec(cell, code)
             finally:
                 with _state.lock:
                     interrupted = _state.interrupt

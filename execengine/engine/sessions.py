@@ -349,7 +349,8 @@ class SessionManager:
         limit = self.engine.config.code_execution.max_sessions
         victims: list[_Session] = []
         with self._lock:
-            live = [s for s in self._sessions.values() if s.reserved and s is not session]
+            live = sorted((s for s in self._sessions.values()
+                           if s.reserved and s is not session), key=lambda s: s.last_used)
             excess = len(live) + 1 - limit
             for s in live:  # least recently used first
                 if excess <= 0:

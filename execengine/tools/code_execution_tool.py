@@ -29,6 +29,12 @@ SCHEMA = {
                 "description": "Python source to run. Import the tools you need from "
                 "hermes_tools and print() the results you want to see.",
             },
+            "reset": {
+                "type": "boolean",
+                "default": False,
+                "description": "Start from a fresh session: forget the variables, imports "
+                "and data earlier calls left behind.",
+            },
         },
         "required": ["code"],
     },
@@ -69,6 +75,11 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         f"{ce.max_stdout_bytes:,} bytes (head and tail, the full text spilled to a file); "
         f"stderr kept to {ce.max_stderr_bytes:,} bytes.",
         f"Runs in {MODE_TEXT[mode]}, with a scrubbed environment (no secrets).",
+        "State persists between calls in this conversation: variables, imports and loaded "
+        "data stay in the session (load a large file once, then query it in later calls); "
+        "pass reset=true to start fresh. A timeout or interrupt stops the running call and "
+        "keeps the state when it can; processes a call starts are killed when it ends, and "
+        f"a session idle for {ce.session_idle_timeout:g}s is closed.",
     ]
     sandbox = _sandbox_text(registry)
     if sandbox:
@@ -118,6 +129,14 @@ def _engine(registry: ToolRegistry) -> Engine:
     return Engine(config=registry.config, registry=registry)
 
 
+def session_key(ctx: ToolContext) -> str:
+    """The session a call's cells run in: the conversation's session id when the host gives
+    one (``session_id``), else its task id. A delegated sub-agent runs under its own id, so
+    it gets its own session and cannot read its parent's."""
+    session = ctx.extra("session_id")
+    return str(session) if session else ctx.task_key
+
+
 def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     if ctx.origin == "execute_code":
         return '{"error": "execute_code cannot be called from a script"}'
@@ -129,9 +148,11 @@ def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
 
         return json.dumps({"status": "error", "error": unavailable_reason()})
     extras = {k: v for k, v in ctx.extras.items()
-              if k not in ("enabled_toolsets", "enabled_tools", "interrupt")}
+              if k not in ("enabled_toolsets", "enabled_tools", "interrupt", "session_id")}
     result = engine.execute(
         str(args.get("code") or ""),
+        session=session_key(ctx),
+        reset=bool(args.get("reset")),
         task_id=ctx.task_id,
         cwd=ctx.extra("cwd"),
         enabled_toolsets=enabled,
