@@ -159,42 +159,43 @@ def _descendants() -> list:
 
 
 def kill_leftover_processes(seconds: float = 2.0) -> int:
-    """Kill every descendant (a subreaper's orphans included) and reap them; how many."""
-    if not os.path.exists("/proc/%d/task/%d/children" % (os.getpid(), os.getpid())):
-        pids = bootstrap._descendants(os.getpid())
-    else:
-        pids = _descendants()
-    if not pids:
-        return 0
+    """Kill every descendant (a subreaper's orphans included) and reap them; how many.
+
+    A descendant we cannot see yet (below a child whose ``/proc`` entry we may not read)
+    is reparented to us when its parent dies, and seen on the next round."""
+    fast = os.path.exists("/proc/%d/task/%d/children" % (os.getpid(), os.getpid()))
     killed = set()
     deadline = time.monotonic() + seconds
-    while pids and time.monotonic() < deadline:
-        for pid in pids:
+    while time.monotonic() < deadline:
+        pids = _descendants() if fast else bootstrap._descendants(os.getpid())
+        if not pids:
+            break
+        fresh = [pid for pid in pids if pid not in killed]
+        for pid in fresh:
             try:
                 os.kill(pid, signal.SIGSTOP)  # no forking while we look
             except OSError:
                 pass
-        for pid in pids:
+        for pid in fresh:
             try:
                 os.kill(pid, signal.SIGKILL)
-                killed.add(pid)
             except OSError:
                 pass
-        _reap(deadline)
-        pids = _descendants()
+            killed.add(pid)
+        _reap()
+        if not fresh:
+            time.sleep(0.001)  # killed ones still exiting
     return len(killed)
 
 
-def _reap(deadline: float) -> None:
-    while time.monotonic() < deadline:
+def _reap() -> None:
+    while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
-            if not _descendants():
-                return
-            time.sleep(0.001)
+            return
 
 
 class Kernel:
