@@ -1,0 +1,148 @@
+"""Sessions at scale and at the edges of their life: many at once, host death, asyncio,
+the oldest supported child interpreter."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+from _session_helpers import (
+    kernel_of,
+    leftover_processes,
+    level_params,
+    session_engine,
+    wait_until,
+)
+
+from execengine.launch.local import processes_with_token
+
+
+def test_fifty_sessions_twenty_cells_from_threads_no_cross_talk():
+    sessions, cells = 50, 20
+    wrong: list[str] = []
+    tokens: list[str] = []
+    with session_engine("none", max_sessions=sessions, timeout=60.0) as e:
+        barrier = threading.Barrier(sessions)
+
+        def worker(i: int) -> None:
+            name = f"s{i}"
+            r = e.execute(f"me = {name!r}\nn = 0", session=name)
+            if not r.ok:
+                wrong.append(f"{name}: {r.error}")
+            barrier.wait(60)
+            for j in range(cells):
+                r = e.execute(f"n += 1\nprint(me, n, {j})", session=name)
+                if r.output != f"{name} {j + 1} {j}\n" or not r.ok:
+                    wrong.append(f"{name} cell {j}: {r.output!r} {r.error!r}")
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(sessions)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads)
+        assert wrong == []
+        assert len(e.sessions.list_sessions()) == sessions
+        tokens = [kernel_of(e, f"s{i}").process.child.run_token for i in range(sessions)]
+    # session_engine checked directories and processes after close; once more, by token
+    assert leftover_processes(tokens) == []
+
+
+@pytest.mark.parametrize("level", level_params())
+def test_a_kernel_dies_within_a_second_of_losing_its_host(level):
+    """The kernel's watchdog is EOF on its command pipe, which only the host holds: close
+    that end alone (what the host's death does) and the kernel is gone within 1 s."""
+    with session_engine(level) as e:
+        r = e.execute("import subprocess\np = subprocess.Popen(['sleep', '60'])\n"
+                      "import threading, time\n"
+                      "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+                      "print(p.pid)", session="s")
+        assert r.ok
+        kernel = kernel_of(e, "s")
+        token = kernel.process.child.run_token
+        assert processes_with_token(token)
+        started = time.monotonic()
+        kernel.process.begin_close()
+        assert wait_until(lambda: not leftover_processes([token]), 1.0), \
+            leftover_processes([token])
+        assert time.monotonic() - started <= 1.0
+
+
+HOST = textwrap.dedent("""
+    import sys
+    from execengine.config import Config
+    from execengine.engine import Engine
+    from execengine.registry import ToolRegistry
+    cfg = Config().with_overrides({"code_execution.mode": "strict",
+                                   "code_execution.isolation": "none"})
+    with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg) as e:
+        r = e.execute("x = 1", session="s")
+        k = e.sessions._sessions["s"].kernel
+        print(k.process.child.run_token, k.staging.path, k.channel.socket_dir, flush=True)
+        sys.stdin.read()
+""")
+
+
+def test_a_kernel_dies_with_its_host_process(tmp_path):
+    host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    leftovers: list[str] = []
+    try:
+        line = host.stdout.readline().split()  # type: ignore[union-attr]
+        assert len(line) == 3, line
+        token, *leftovers = line
+        assert processes_with_token(token)
+        host.send_signal(signal.SIGKILL)
+        host.wait(5)
+        started = time.monotonic()
+        assert wait_until(lambda: not leftover_processes([token]), 1.0)
+        assert time.monotonic() - started <= 1.0
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait(5)
+        for d in leftovers:  # a killed host cannot clean up its directories
+            shutil.rmtree(d, ignore_errors=True)
+        if host.stdin is not None:
+            host.stdin.close()
+        if host.stdout is not None:
+            host.stdout.close()
+
+
+def test_aexecute_runs_cells_and_cancelling_interrupts_in_place():
+    async def main(e) -> None:
+        r = await e.aexecute("x = 5", session="s")
+        assert r.ok
+        task = asyncio.ensure_future(e.aexecute("import time\ntime.sleep(60)", session="s"))
+        while kernel_of(e, "s") is None or not e.sessions.list_sessions()[0].busy:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        r = await e.aexecute("print(x)", session="s")
+        assert (r.output, r.notice) == ("5\n", None)
+
+    with session_engine("none") as e:
+        asyncio.run(main(e))
+
+
+PY38 = "/root/.pyenv/versions/3.8.18/bin/python3.8"
+
+
+@pytest.mark.skipif(not os.access(PY38, os.X_OK), reason="no usable Python 3.8 here")
+def test_the_kernel_runs_on_python_3_8(tmp_path):
+    os.chmod(tmp_path, 0o755)
+    with session_engine("none", mode="project", python=PY38) as e:
+        code = "import sys\nv = sys.version_info[:2]"
+        assert e.execute(code, session="s", cwd=str(tmp_path)).ok
+        r = e.execute("print(v)\nfrom hermes_tools import web_search\n"
+                      "print(web_search('q')['query'])", session="s", cwd=str(tmp_path))
+        assert r.output == "(3, 8)\nq\n", r
