@@ -126,6 +126,11 @@ class KernelProcess:
 
     # -- cells ----------------------------------------------------------------------------
 
+    @property
+    def closed_streams(self) -> list[str]:
+        """``stdout``/``stderr`` when a cell closed them (their output is lost since)."""
+        return [f"std{n}" for n in ("out", "err") if n in self._eof]
+
     def alive(self) -> bool:
         return not self.closed and "reply" not in self._eof and self.child.poll() is None
 

@@ -267,6 +267,10 @@ class SessionManager:
                     kernel.channel.close_cell()
                 kernel.cells += 1
                 calls = kernel.channel.tool_calls_made
+                lost = kernel.process.closed_streams
+                if lost and not outcome.state_lost and notice is None:
+                    notice = (f"A cell of this session closed its {' and '.join(lost)}: what "
+                              "it prints is lost. Call with reset=true to start fresh.")
                 if outcome.state_lost or self._closed:
                     self._drop_kernel(session)
                 return _result(outcome, stdout, stderr, calls=calls, limit=limit,

@@ -246,3 +246,29 @@ def test_sub_agents_get_their_own_sessions(level):
         child = run("print(secret)", "parent/sub-1")
         assert child["status"] == "error" and "NameError" in child["error"]
         assert run("print('secret' in globals())", "parent", reset=True)["output"] == "False\n"
+
+
+def test_hostile_cells_cannot_confuse_the_host(level):
+    with session_engine(level) as e:
+        # the kernel's pipes, from its initial environment (a cell can read it)
+        reply_fd = ("import os\nenv = open('/proc/self/environ', 'rb').read().split(b'\\0')\n"
+                    "fd = [int(v) for e in env if e.startswith(b'EXECENGINE_KERNEL_FDS=')"
+                    " for v in e.split(b'=')[1].split(b',')]\n")
+        # garbage and a fake "done" of a later cell on every pipe it holds: ignored
+        code = (reply_fd + "for f in fd:\n    try:\n"
+                "        os.write(f, b'garbage\\n{\"op\": \"done\", \"cell\": 99}\\n[1]\\n')\n"
+                "    except OSError:\n        pass\nprint('still here')")
+        r = e.execute(code, session="s")
+        assert r.output == "still here\n", r
+        assert e.execute("print(1 + 1)", session="s").output == "2\n"
+        # closing its own stdout: the cell still ends (bounded), the next one says why
+        r = e.execute("import os\nos.close(1)", session="s")
+        assert r.ok
+        r = e.execute("print('x')", session="s")
+        assert r.output == "" and "closed its stdout" in r.notice
+        # an endless reply line: the kernel is killed, the state is lost, the host is fine
+        code = reply_fd + "for f in fd:\n    try:\n        os.write(f, b'x' * (2 << 20))\n" \
+                          "    except OSError:\n        pass\nimport time\ntime.sleep(30)"
+        r = e.execute(code, session="s2", timeout=10)
+        assert r.status == "error" and "state was lost" in r.error
+        assert e.execute("print('fresh')", session="s2").output == "fresh\n"
