@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psutil
 import pytest
@@ -109,6 +110,6 @@ def _alive(p: psutil.Process) -> bool:
         return False
 
 
-def kernel_of(engine: Engine, name: str):  # noqa: ANN201 - a test peek at internals
+def kernel_of(engine: Engine, name: str) -> Any:  # a peek at internals
     session = engine.sessions._sessions.get(name)
     return session.kernel if session is not None else None
