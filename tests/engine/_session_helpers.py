@@ -93,7 +93,7 @@ def session_engine(level: str, calls: list | None = None, gate: Gate | None = No
     tokens: list[str] = []
     try:
         yield engine
-        tokens = run_tokens(engine)
+        tokens = [] if engine._closed else run_tokens(engine)
     finally:
         engine.close()
         reg.close()

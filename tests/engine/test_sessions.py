@@ -7,7 +7,15 @@ import os
 import threading
 
 import pytest
-from _session_helpers import Gate, kernel_of, level_params, session_engine, wait_until
+from _session_helpers import (
+    Gate,
+    kernel_of,
+    leftover_processes,
+    level_params,
+    run_tokens,
+    session_engine,
+    wait_until,
+)
 
 from execengine.rpc.channel import late_message
 
@@ -272,3 +280,38 @@ def test_hostile_cells_cannot_confuse_the_host(level):
         r = e.execute(code, session="s2", timeout=10)
         assert r.status == "error" and "state was lost" in r.error
         assert e.execute("print('fresh')", session="s2").output == "fresh\n"
+
+
+def test_the_kernel_runs_under_the_levels_limits(level):
+    if level == "none":
+        pytest.skip("level none applies no OS limits")
+    with session_engine(level, memory_mb=128) as e:
+        assert e.execute("x = 1", session="s").ok
+        r = e.execute("big = bytearray(512 * 1024 * 1024)\nbig[::4096] = b'x' * len(big[::4096])",
+                      session="s")
+        assert r.status == "error", r
+        assert "MemoryError" in r.stderr or "died during the cell" in (r.error or "")
+        r = e.execute("print(1)", session="s")
+        assert r.output == "1\n"
+
+
+def test_closing_the_engine_ends_a_running_cell(level):
+    gate = Gate()
+    results: list = []
+    with session_engine(level, gate=gate) as e:
+        busy = threading.Thread(target=lambda: results.append(e.execute(
+            "from hermes_tools import web_extract\nweb_extract([])", session="a")))
+        busy.start()
+        try:
+            assert gate.entered.wait(10)
+            assert e.execute("y = 2", session="b").ok
+            tokens = run_tokens(e)
+            e.close()  # bounded: the kernels see EOF, the running cell ends with its kernel
+            busy.join(10)
+            assert not busy.is_alive()
+        finally:
+            gate.open.set()
+            busy.join(10)
+        assert results[0].status == "error" and "state was lost" in results[0].error
+        assert len(tokens) == 2
+        assert wait_until(lambda: not leftover_processes(tokens), 5.0)
