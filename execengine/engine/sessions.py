@@ -31,11 +31,12 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
+from execengine.context import CallContext
 from execengine.engine.allowed import function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
@@ -202,7 +203,7 @@ class SessionManager:
             cwd: str | None = None, enabled_toolsets: Iterable[str] | None = None,
             tools: Iterable[str] | None = None, interrupt: threading.Event | None = None,
             timeout: float | None = None, mode: str | None = None,
-            extras: Mapping[str, Any] | None = None) -> ExecutionResult:
+            context: CallContext | None = None) -> ExecutionResult:
         started = time.monotonic()
         engine = self.engine
         ce = engine.config.code_execution
@@ -219,9 +220,10 @@ class SessionManager:
         key = KernelKey(mode, interpreter,
                         "" if mode == "strict" else engine._workdir(mode, cwd, task_id, ""),
                         tuple(names))
-        call_extras = dict(extras or {})
-        if cwd:
-            call_extras["cwd"] = os.path.abspath(cwd)
+        call = context or CallContext()
+        task_id = task_id if task_id is not None else call.task_id
+        cwd = cwd or call.cwd
+        call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
         session = self._claim(name)
         try:
             if not self._acquire(session, started + limit, interrupt):
@@ -239,7 +241,7 @@ class SessionManager:
                                     enabled_toolsets=enabled_toolsets, tools=tools,
                                     interrupt=interrupt,
                                     timeout=max(0.1, limit - (time.monotonic() - started)),
-                                    mode=mode, extras=extras)
+                                    mode=mode, context=context)
                 notice = self._prepare(session, key, reset)
                 if not has_code:
                     return ExecutionResult("success", notice="The session was reset.",
@@ -253,8 +255,7 @@ class SessionManager:
                                                duration_seconds=time.monotonic() - started)
                     session.kernel = self._start(key, task_id, cwd, names, enabled_toolsets)
                 kernel = session.kernel
-                handler = script_call_handler(engine.registry, task_id=task_id,
-                                              extras=call_extras)
+                handler = script_call_handler(engine.registry, call)
                 left = max(0.0, limit - (time.monotonic() - started))
                 stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
                 stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")

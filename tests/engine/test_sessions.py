@@ -237,23 +237,26 @@ def test_a_changed_working_directory_starts_a_new_kernel(level, tmp_path):
 
 
 def test_sub_agents_get_their_own_sessions(level):
-    from execengine.context import ToolContext
+    from execengine.context import CallContext, ToolContext
     from execengine.tools.code_execution_tool import execute_code
 
     with session_engine(level) as e:
         reg = e.registry
-        reg.service("code_execution.engine", lambda r: e)
+        assert reg.engine is e
 
-        def run(code: str, task: str, **kw: object) -> dict:
-            ctx = ToolContext(reg, reg.config, task_id=task,
-                              extras={"enabled_tools": ["web_search"]})
-            return json.loads(execute_code({"code": code, **kw}, ctx))
+        def run(code: str, task: str, session: str | None = None, **kw: object) -> dict:
+            call = CallContext(task_id=task, session_id=session, enabled_tools=["web_search"])
+            return json.loads(execute_code({"code": code, **kw}, ToolContext(reg, reg.config,
+                                                                             call)))
 
         assert run("secret = 's3'", "parent")["status"] == "success"
         assert run("print(secret)", "parent")["output"] == "s3\n"
         child = run("print(secret)", "parent/sub-1")
         assert child["status"] == "error" and "NameError" in child["error"]
         assert run("print('secret' in globals())", "parent", reset=True)["output"] == "False\n"
+        # the host's conversation id wins over the task id
+        assert run("z = 1", "t1", session="conv")["status"] == "success"
+        assert run("print(z)", "t2", session="conv")["output"] == "1\n"
 
 
 def test_hostile_cells_cannot_confuse_the_host(level):
