@@ -20,6 +20,7 @@ from execengine.config import Config
 from execengine.engine import Engine
 from execengine.errors import IsolationError
 from execengine.isolation import detect
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 NOOP_SCHEMA = {"description": "No-op.", "parameters": {"type": "object", "properties": {}}}
@@ -30,7 +31,8 @@ ROUND_TRIPS = ("from hermes_tools import web_search\nimport time\nweb_search()\n
 
 def _registry(config: Config) -> ToolRegistry:
     reg = ToolRegistry(config)
-    reg.register("web_search", "web", NOOP_SCHEMA, lambda args, ctx: {"ok": True})
+    reg.register("web_search", "web", NOOP_SCHEMA, lambda args, ctx: {"ok": True},
+                 policy=ToolPolicy(script_callable=True))
     return reg
 
 

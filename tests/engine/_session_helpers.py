@@ -20,6 +20,7 @@ from execengine.engine import Engine
 from execengine.hostdirs import owner_tag
 from execengine.isolation.detect import detect
 from execengine.launch.local import processes_with_token
+from execengine.policy import ToolPolicy
 
 LEVELS = ("none", "restricted", "isolated")
 
@@ -87,7 +88,8 @@ def session_engine(level: str, calls: list | None = None, gate: Gate | None = No
     reg = make_registry(cfg, calls)
     if gate is not None:
         reg.register("web_extract", "web", {"description": "Extract.", "parameters": {
-            "type": "object", "properties": {"urls": {"type": "array"}}}}, gate)
+            "type": "object", "properties": {"urls": {"type": "array"}}}}, gate,
+            policy=ToolPolicy(script_callable=True))
     before = our_dirs()
     engine = Engine(config=cfg, registry=reg)
     tokens: list[str] = []
