@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from execengine.engine.capture import OutputCapture
-from execengine.errors import SandboxError
 from execengine.launch.base import Child
 
 #: how often a running cell looks at its interrupt flag
@@ -106,9 +105,9 @@ class KernelProcess:
 
     # -- start-up -------------------------------------------------------------------------
 
-    def wait_ready(self, timeout: float) -> None:
-        """The start-up handshake: :class:`SandboxError` (with the kernel's stderr) when it
-        does not say ready within ``timeout`` seconds."""
+    def wait_ready(self, timeout: float) -> str | None:
+        """The start-up handshake: None when the kernel said ready within ``timeout``
+        seconds, else why not (with what it wrote to stderr)."""
         err = OutputCapture(4096, name="stderr")
         end = time.monotonic() + timeout
         while not self._replies:
@@ -120,9 +119,11 @@ class KernelProcess:
         if not msg or msg.get("op") != "ready":
             text = err.result().text.strip()
             why = "exited" if "reply" in self._eof else f"did not start within {timeout:g}s"
-            raise SandboxError(f"the session kernel {why}" + (f": {text}" if text else ""))
+            return (f"The session's kernel {why} (code_execution.hello_timeout) and was "
+                    "killed" + (f"; it said: {text}" if text else "."))
         pid = msg.get("pid")
         self.pid = pid if isinstance(pid, int) else None
+        return None
 
     # -- cells ----------------------------------------------------------------------------
 

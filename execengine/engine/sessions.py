@@ -246,15 +246,11 @@ class SessionManager:
                 if not has_code:
                     return ExecutionResult("success", notice="The session was reset.",
                                            duration_seconds=time.monotonic() - started)
-                if session.kernel is None:
-                    if not self._reserve(session):
-                        msg = (f"All {ce.max_sessions} session kernels "
-                               "(code_execution.max_sessions) are running cells; try again "
-                               "when one has finished.")
-                        return ExecutionResult("error", error=msg, notice=notice,
-                                               duration_seconds=time.monotonic() - started)
-                    session.kernel = self._start(key, task_id, cwd, names, enabled_toolsets)
-                kernel = session.kernel
+                kernel = session.kernel or self._new_kernel(session, key, names,
+                                                            enabled_toolsets)
+                if isinstance(kernel, str):
+                    return ExecutionResult("error", error=kernel, notice=notice,
+                                           duration_seconds=time.monotonic() - started)
                 handler = script_call_handler(engine.registry, call)
                 left = max(0.0, limit - (time.monotonic() - started))
                 stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
@@ -339,6 +335,24 @@ class SessionManager:
                     "This cell ran in a fresh session.")
         return notice
 
+    def _new_kernel(self, session: _Session, key: KernelKey, names: list[str],
+                    enabled_toolsets: Iterable[str] | None) -> _Kernel | str:
+        """Under the session's lock: start its kernel within ``max_sessions``; why not."""
+        if not self._reserve(session):
+            return (f"All {self.engine.config.code_execution.max_sessions} session kernels "
+                    "(code_execution.max_sessions) are running cells; try again when one "
+                    "has finished.")
+        kernel: _Kernel | str | None = None
+        try:
+            kernel = self._start(key, names, enabled_toolsets)
+        finally:
+            if not isinstance(kernel, _Kernel):
+                with self._lock:
+                    session.reserved = False
+        if isinstance(kernel, _Kernel):
+            session.kernel = kernel
+        return kernel
+
     def _drop_kernel(self, session: _Session) -> None:
         kernel, session.kernel = session.kernel, None
         with self._lock:
@@ -417,8 +431,10 @@ class SessionManager:
 
     # -- starting a kernel ------------------------------------------------------------------
 
-    def _start(self, key: KernelKey, task_id: str | None, cwd: str | None,
-               names: list[str], enabled_toolsets: Iterable[str] | None) -> _Kernel:
+    def _start(self, key: KernelKey, names: list[str],
+               enabled_toolsets: Iterable[str] | None) -> _Kernel | str:
+        """A started kernel, or why it did not start (:class:`SandboxError` when the
+        launcher could not start it at all)."""
         engine = self.engine
         ce = engine.config.code_execution
         stub = render_stub(function_schemas(engine.registry, names, enabled_toolsets))
@@ -465,10 +481,13 @@ class SessionManager:
                     os.close(fd)
             process = KernelProcess(child, cmd_w, reply_r)
             try:
-                process.wait_ready(ce.hello_timeout)
+                failure = process.wait_ready(ce.hello_timeout)
             except BaseException:
                 process.close()
                 raise
+            if failure is not None:
+                process.close()
+                return failure
             stack.pop_all()
         return _Kernel(key, process, channel, staging)
 

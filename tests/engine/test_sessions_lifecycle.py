@@ -146,3 +146,17 @@ def test_the_kernel_runs_on_python_3_8(tmp_path):
         r = e.execute("print(v)\nfrom hermes_tools import web_search\n"
                       "print(web_search('q')['query'])", session="s", cwd=str(tmp_path))
         assert r.output == "(3, 8)\nq\n", r
+
+
+def test_a_kernel_that_never_says_ready_is_killed_and_reported(make_engine, leakcheck):
+    from _engine_helpers import Recorder, child_argv, stray_count
+
+    launcher = Recorder(argv=child_argv("never_hello.py"))
+    e = make_engine(launcher, hello_timeout=3.0)
+    r = e.execute("print(1)", session="s")
+    assert r.status == "error" and "did not start within 3s" in r.error
+    assert e.sessions.list_sessions() == []
+    assert stray_count(launcher.specs[0]) == 0
+    launcher.argv = None  # the real kernel from now on: the session works
+    r = e.execute("print(2)", session="s")
+    assert r.output == "2\n", r
