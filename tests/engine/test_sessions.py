@@ -318,3 +318,26 @@ def test_closing_the_engine_ends_a_running_cell(level):
         assert results[0].status == "error" and "state was lost" in results[0].error
         assert len(tokens) == 2
         assert wait_until(lambda: not leftover_processes(tokens), 5.0)
+
+
+def test_one_session_cannot_reach_another_sessions_files_or_process(level):
+    """Adversarial: session b goes for session a's private files and its kernel's initial
+    environment (which holds a's run token). Level none is the negative control: there b
+    must succeed, so the probe is known to detect the leak."""
+    with session_engine(level) as e:
+        r = e.execute("import os\nopen('secret.txt', 'w').write('s3cr3t')\n"
+                      "print(os.path.abspath('secret.txt'), os.getpid())", session="a")
+        path, pid = r.output.split()
+        token = kernel_of(e, "a").process.child.run_token
+        probe = (f"got = []\ntry:\n    got.append(open({path!r}).read())\n"
+                 "except OSError:\n    pass\ntry:\n"
+                 f"    got.append(open('/proc/{pid}/environ', 'rb').read().decode('latin-1'))\n"
+                 "except OSError:\n    pass\nprint(repr(got))")
+        r = e.execute(probe, session="b")
+        assert r.ok, r
+        leaked_file = "s3cr3t" in r.output
+        leaked_env = token in r.output
+        if level == "none":
+            assert leaked_file and leaked_env  # the probe works
+        else:
+            assert not leaked_file and not leaked_env, r.output
