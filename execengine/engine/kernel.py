@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import secrets
+import select
 import selectors
 import threading
 import time
@@ -101,6 +102,7 @@ class KernelProcess:
         for fd in self._fds:
             os.set_blocking(fd, False)
             self._sel.register(fd, selectors.EVENT_READ)
+        os.set_blocking(cmd_fd, False)  # a kernel that stops reading cannot block us
         self._eof: set[str] = set()
 
     # -- start-up -------------------------------------------------------------------------
@@ -153,9 +155,14 @@ class KernelProcess:
         done: dict[str, Any] | None = None
         done_by = 0.0
         try:
-            self._send({"op": "run", "cell": cell, "code": code, "marker": marker})
+            sent = self._send({"op": "run", "cell": cell, "code": code, "marker": marker},
+                              deadline)
         except OSError:
             return self._died(cuts)
+        if not sent:  # the kernel does not read its commands (a thread holding the GIL)
+            self.kill()
+            self._drain(cuts)
+            return CellOutcome("timeout", "killed", self.child.poll(), state_lost=True)
         while True:
             if done is None:
                 for msg in self._take_replies():
@@ -175,7 +182,7 @@ class KernelProcess:
                 if why is not None:
                     grace_end = now + grace
                     with contextlib.suppress(OSError):
-                        self._send({"op": "interrupt", "cell": cell})
+                        self._send({"op": "interrupt", "cell": cell}, grace_end)
             if done is None and why is not None and now >= grace_end:
                 self.kill()  # it did not stop: the state goes with the kernel
                 self._drain(cuts)
@@ -193,7 +200,7 @@ class KernelProcess:
         status = str(done.get("status"))
         code_ = done.get("code")
         exit_code = code_ if isinstance(code_, int) else 1
-        if why is not None and status in ("interrupted", "error"):
+        if why is not None:  # stopped in place (or it caught the interrupt and ended)
             return CellOutcome(why, "interrupted", exit_code)
         return CellOutcome("done", status, exit_code)
 
@@ -211,16 +218,19 @@ class KernelProcess:
 
     # -- pipes ----------------------------------------------------------------------------
 
-    def _send(self, msg: dict[str, Any]) -> None:
+    def _send(self, msg: dict[str, Any], deadline: float) -> bool:
+        """Write one command; False if the kernel did not take it by ``deadline``."""
         data = (json.dumps(msg) + "\n").encode("utf-8", "surrogatepass")
         view = memoryview(data)
         while view:
             try:
-                n = os.write(self._cmd, view)
-            except BlockingIOError:  # pragma: no cover - the cmd pipe is blocking
-                time.sleep(0.001)
-                continue
-            view = view[n:]
+                view = view[os.write(self._cmd, view):]
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                select.select([], [self._cmd], [], min(left, TICK))
+        return True
 
     def _take_replies(self) -> list[dict[str, Any]]:
         out, self._replies = self._replies, []

@@ -74,10 +74,14 @@ def test_timeout_and_interrupt_keep_the_state(level):
         assert (r.output, r.notice) == ("7\n", None)
 
 
-def test_a_cell_that_will_not_stop_costs_the_state(level):
+@pytest.mark.parametrize("code", [
+    "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
+    "sum(range(10 ** 15))",  # a C loop: never looks at signals, never lets the GIL go
+    "import threading\nthreading.Thread(target=sum, args=(range(10 ** 15),)).start()",
+], ids=["sigint-ignored", "c-loop", "c-loop-in-a-thread"])
+def test_a_cell_that_will_not_stop_costs_the_state(level, code):
     with session_engine(level) as e:
         assert e.execute("x = 7", session="s").ok
-        code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
         r = e.execute(code, session="s", timeout=0.5)
         assert r.status == "timeout"
         assert "state was lost" in r.error and "next call starts a fresh session" in r.error
