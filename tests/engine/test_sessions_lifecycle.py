@@ -160,3 +160,23 @@ def test_a_kernel_that_never_says_ready_is_killed_and_reported(make_engine, leak
     launcher.argv = None  # the real kernel from now on: the session works
     r = e.execute("print(2)", session="s")
     assert r.output == "2\n", r
+
+
+def test_the_tool_schema_offers_reset_and_says_state_persists():
+    from _engine_helpers import engine_config, make_registry
+
+    from execengine.engine import Engine
+    from execengine.tools import code_execution_tool
+
+    reg = make_registry(engine_config(session_idle_timeout=600))
+    reg.apply(code_execution_tool.specs)
+    try:
+        with Engine(reg.config, reg):
+            fn = next(d["function"] for d in reg.get_tool_definitions()
+                      if d["function"]["name"] == "execute_code")
+            assert fn["parameters"]["properties"]["reset"]["type"] == "boolean"
+            assert fn["parameters"]["required"] == ["code"]
+            assert "State persists between calls" in fn["description"]
+            assert "reset=true" in fn["description"] and "idle for 600s" in fn["description"]
+    finally:
+        reg.close()
