@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 from execengine.rpc.channel import late_message
 
@@ -56,6 +57,10 @@ def test_a_call_waiting_when_its_cell_ends_is_refused_not_run(rpc):
         p.call(str(n), "echo", {"n": n})
     for _ in range(4):
         assert started.acquire(timeout=5)
+    deadline = time.monotonic() + 5  # the fifth is admitted (waiting for a slot)
+    while ch.in_flight < 5 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ch.in_flight == 5 and ch.running == 4
     ch.close_cell()
     ch.open_cell(handler, 50)  # the next cell: the waiting call still belongs to the last
     release.set()
