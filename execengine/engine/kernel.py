@@ -237,9 +237,16 @@ class KernelProcess:
         return out
 
     def _pump(self, timeout: float, sinks: dict[str, Any]) -> None:
-        if self.closed:
+        try:
+            if self.closed:
+                raise ValueError("closed")
+            ready = self._sel.select(timeout)
+        except (OSError, ValueError):  # closed under a running cell (engine close)
+            self._eof |= {"out", "err", "reply"}
+            for sink in sinks.values():
+                sink.end()
             return
-        for key, _ in self._sel.select(timeout):
+        for key, _ in ready:
             name = self._fds[key.fd]
             try:
                 data = os.read(key.fd, 1 << 16)

@@ -40,7 +40,7 @@ from execengine.context import CallContext
 from execengine.engine.allowed import function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
-from execengine.engine.kernel import CellOutcome, KernelProcess
+from execengine.engine.kernel import EXIT_WAIT, CellOutcome, KernelProcess
 from execengine.engine.result import (
     INTERRUPTED,
     ExecutionResult,
@@ -400,7 +400,12 @@ class SessionManager:
         for k in kernels:
             k.begin_close()
         for s in sessions:
-            got = s.lock.acquire(timeout=wait)
+            got = s.lock.acquire(timeout=min(wait, EXIT_WAIT))
+            kernel = s.kernel
+            if not got and kernel is not None:
+                # a running cell whose kernel did not die on EOF (a thread holding the GIL)
+                kernel.process.kill()
+                got = s.lock.acquire(timeout=wait)
             try:
                 kernel, s.kernel = s.kernel, None
                 if kernel is not None:

@@ -180,3 +180,30 @@ def test_the_tool_schema_offers_reset_and_says_state_persists():
             assert "reset=true" in fn["description"] and "idle for 600s" in fn["description"]
     finally:
         reg.close()
+
+
+def test_closing_the_engine_under_a_cell_stuck_in_a_c_loop():
+    """The kernel cannot even read its EOF (the loop holds the GIL): close still returns,
+    bounded, and the cell's caller gets a result, not an exception."""
+    results: list = []
+    errors: list = []
+    with session_engine("none") as e:
+        assert e.execute("x = 1", session="s").ok
+
+        def run() -> None:
+            try:
+                results.append(e.execute("sum(range(10 ** 15))", session="s", timeout=60))
+            except BaseException as exc:  # pragma: no cover - the failure being tested
+                errors.append(exc)
+
+        t = threading.Thread(target=run)
+        t.start()
+        assert wait_until(lambda: e.sessions.list_sessions()[0].busy)
+        token = kernel_of(e, "s").process.child.run_token
+        started = time.monotonic()
+        e.close()
+        assert time.monotonic() - started < 15
+        t.join(10)
+        assert not t.is_alive() and errors == []
+        assert results[0].status == "error" and "state was lost" in results[0].error
+        assert wait_until(lambda: not leftover_processes([token]), 5.0)
