@@ -1,4 +1,4 @@
-"""A session kernel: ``python -m _execengine.kernel``, running many cells in one ``__main__``.
+"""A session kernel: many cells in one persistent ``__main__`` (``python -c "{ENTRY}"``).
 
 The host talks to the kernel over two pipes it passes in (``EXECENGINE_KERNEL_FDS`` =
 ``"<command read fd>,<reply write fd>"``, removed from the environment): one JSON object per
@@ -34,6 +34,8 @@ import time
 from . import bootstrap
 
 ENV_FDS = "EXECENGINE_KERNEL_FDS"
+#: what the engine runs with ``python -c`` (no runpy at start-up)
+ENTRY = "import sys; from _execengine.kernel import main; sys.exit(main())"
 
 
 class _State:
@@ -290,6 +292,15 @@ class Kernel:
         return "ok", 0
 
 
+def _connect() -> None:
+    try:
+        from .client import get_client
+
+        get_client().connect()
+    except Exception:  # kept by the client; the first tool call reports it
+        pass
+
+
 def main() -> int:
     value = os.environ.pop(ENV_FDS, "")
     try:
@@ -302,15 +313,16 @@ def main() -> int:
     for fd in (cmd_fd, reply_fd):
         os.set_inheritable(fd, False)
     os.environ.pop(bootstrap.ENV_WATCHDOG_FD, None)
-    bootstrap.become_subreaper()
+    os.environ.pop(bootstrap.ENV_SUBREAPER, None)
+    bootstrap.become_subreaper()  # at every level: a cell's orphans must come to us
     sys.argv[:] = [""]
     kernel = Kernel(cmd_fd, reply_fd)
     from . import client
 
     client.call_gate = _gate
-    bootstrap._connect_in_background()
     import _thread
 
+    _thread.start_new_thread(_connect, ())  # the first cell's first tool call is fast
     _thread.start_new_thread(_reader, (cmd_fd, kernel.cells))
     kernel.serve()
     return 0

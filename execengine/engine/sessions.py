@@ -61,6 +61,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the kernel's ``python -c`` program (the same text as ``sandbox/kernel.py``'s ``ENTRY``)
+KERNEL_ENTRY = f"import sys; from {RUNTIME_PACKAGE}.kernel import main; sys.exit(main())"
+
 STATE_KEPT = "The session's state was kept."
 STATE_LOST = ("The session's kernel was killed and its state was lost; the next call starts "
               "a fresh session.")
@@ -115,8 +118,9 @@ class _Kernel:
     """A started kernel with what it owns: its channel and staging directory."""
 
     def __init__(self, key: KernelKey, process: KernelProcess, channel: Channel,
-                 staging: Staging) -> None:
+                 staging: Staging, resources: contextlib.ExitStack) -> None:
         self.key, self.process, self.channel, self.staging = key, process, channel, staging
+        self._resources = resources  # the channel, staging and stub directories
         self.cells = 0
 
     def begin_close(self) -> None:
@@ -126,10 +130,7 @@ class _Kernel:
         try:
             self.process.close()
         finally:
-            try:
-                self.channel.close()
-            finally:
-                self.staging.close()
+            self._resources.close()
 
 
 class _Session:
@@ -446,7 +447,8 @@ class SessionManager:
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                      secrets.token_hex(16))
         with contextlib.ExitStack() as stack:
-            staging = stack.enter_context(Staging("", stub))
+            staging = stack.enter_context(Staging(""))
+            stub_dir = stack.enter_context(engine.runtime.stub_dir(stub))
             channel = stack.enter_context(engine.server.open(
                 exec_id=exec_id, token=token, allowed=names,
                 handler=lambda tool, args: "{}", max_tool_calls=0))
@@ -460,18 +462,21 @@ class SessionManager:
                 env = build_child_env(
                     os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": engine._pythonpath(key.mode, staging.path, runtime,
+                        "PYTHONPATH": engine._pythonpath(key.mode, stub_dir, runtime,
                                                          workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
                         "EXECENGINE_KERNEL_FDS": f"{cmd_r},{reply_w}",
                         "EXECENGINE_RUN_TOKEN": run_token,
+                        # the reference system's names, as one-shot children get them
+                        "HERMES_RPC_SOCKET": channel.socket_path,
+                        "HERMES_RPC_TOKEN": token,
                     })
                 limits = dataclasses.replace(engine._limits(ce.timeout),
                                              cpu_seconds=ce.cpu_seconds)
                 spec = LaunchSpec(
-                    argv=[key.interpreter, "-m", f"{RUNTIME_PACKAGE}.kernel"],
+                    argv=[key.interpreter, "-c", KERNEL_ENTRY],
                     env=env, cwd=workdir, run_token=run_token,
                     writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
                     readable_paths=(staging.path, runtime),
@@ -493,8 +498,8 @@ class SessionManager:
             if failure is not None:
                 process.close()
                 return failure
-            stack.pop_all()
-        return _Kernel(key, process, channel, staging)
+            resources = stack.pop_all()
+        return _Kernel(key, process, channel, staging, resources)
 
 
 def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, *,

@@ -1,4 +1,4 @@
-"""Cutting a kernel's output stream at a cell's end marker."""
+"""The host side of a kernel: cutting its output at a cell's end marker, its entry."""
 
 from __future__ import annotations
 
@@ -36,3 +36,10 @@ def test_a_fake_marker_of_another_cell_is_output():
     cut.feed(b"\0execengine-cell-1-000000\0" + MARK)
     assert cut.found
     assert cap.result().total_bytes == len(MARK)
+
+
+def test_the_host_starts_the_kernel_with_its_own_entry_program():
+    from execengine.engine.sessions import KERNEL_ENTRY
+    from sandbox.kernel import ENTRY
+
+    assert KERNEL_ENTRY == ENTRY

@@ -258,6 +258,9 @@ def test_sub_agents_get_their_own_sessions(level):
         child = run("print(secret)", "parent/sub-1")
         assert child["status"] == "error" and "NameError" in child["error"]
         assert run("print('secret' in globals())", "parent", reset=True)["output"] == "False\n"
+        assert run("secret = 1", "parent")["status"] == "success"
+        assert run("", "parent", reset=True)["notice"] == "The session was reset."
+        assert "NameError" in run("secret", "parent")["error"]
         # the host's conversation id wins over the task id
         assert run("z = 1", "t1", session="conv")["status"] == "success"
         assert run("print(z)", "t2", session="conv")["output"] == "1\n"
