@@ -82,7 +82,8 @@ def session_engine(level: str, calls: list | None = None, gate: Gate | None = No
     base: dict[str, object] = {
         "code_execution.kill_grace": 0.5, "code_execution.hello_timeout": 10.0,
         "code_execution.timeout": 20.0, "code_execution.mode": "strict",
-        "code_execution.isolation": level}
+        "code_execution.isolation": level,
+        "approvals.execute_code": "allow"}  # the script gate is not what these tests test
     base.update({f"code_execution.{k}": v for k, v in over.items()})
     cfg = Config().with_overrides(base)
     reg = make_registry(cfg, calls)
