@@ -217,14 +217,14 @@ class SessionManager:
             mode = "project"
         limit = float(timeout if timeout is not None else ce.timeout)
         names = engine.allowed_tools(enabled_toolsets, tools)
-        interpreter = choose(mode, configured=ce.python)
-        key = KernelKey(mode, interpreter,
-                        "" if mode == "strict" else engine._workdir(mode, cwd, task_id, ""),
-                        tuple(names))
         call = context or CallContext()
         task_id = task_id if task_id is not None else call.task_id
         cwd = cwd or call.cwd
         call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
+        interpreter = choose(mode, configured=ce.python)
+        key = KernelKey(mode, interpreter,
+                        "" if mode == "strict" else engine._workdir(mode, cwd, task_id, ""),
+                        tuple(names))
         session = self._claim(name)
         try:
             if not self._acquire(session, started + limit, interrupt):
