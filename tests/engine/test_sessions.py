@@ -60,7 +60,8 @@ def test_cell_result_is_per_cell(level):
 
 
 def test_timeout_and_interrupt_keep_the_state(level):
-    with session_engine(level) as e:
+    # a generous grace: it only matters when a cell does not stop, which these do
+    with session_engine(level, kill_grace=10.0) as e:
         assert e.execute("x = 7", session="s").ok
         r = e.execute("import time\nprint('before', flush=True)\ntime.sleep(60)",
                       session="s", timeout=0.5)
@@ -164,9 +165,9 @@ def test_budget_is_per_cell(level):
 def test_idle_kernels_are_reaped(level):
     with session_engine(level, session_idle_timeout=0.3) as e:
         assert e.execute("x = 1", session="s").ok
-        kernel = kernel_of(e, "s")
+        kernel = kernel_of(e, "s")  # None if the reaper was quicker than this line
         assert wait_until(lambda: not e.sessions.list_sessions())
-        assert wait_until(lambda: not kernel.process.alive())
+        assert kernel is None or wait_until(lambda: not kernel.process.alive())
         r = e.execute("print('x' in globals())", session="s")
         assert r.output == "False\n" and "idle for 0.3s" in r.notice
 

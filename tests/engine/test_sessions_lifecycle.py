@@ -130,7 +130,7 @@ def test_aexecute_runs_cells_and_cancelling_interrupts_in_place():
         r = await e.aexecute("print(x)", session="s")
         assert (r.output, r.notice) == ("5\n", None)
 
-    with session_engine("none") as e:
+    with session_engine("none", kill_grace=10.0) as e:  # the cell stops at once anyway
         asyncio.run(main(e))
 
 
