@@ -349,3 +349,18 @@ def test_one_session_cannot_reach_another_sessions_files_or_process(level):
             assert leaked_file and leaked_env  # the probe works
         else:
             assert not leaked_file and not leaked_env, r.output
+
+
+def test_a_timeout_during_a_tool_call_keeps_the_state(level):
+    gate = Gate()
+    with session_engine(level, gate=gate, kill_grace=10.0) as e:
+        try:
+            assert e.execute("x = 3", session="s").ok
+            r = e.execute("from hermes_tools import web_extract\nweb_extract([])",
+                          session="s", timeout=1.0)
+            assert gate.entered.is_set()
+            assert r.status == "timeout" and "state was kept" in r.error
+        finally:
+            gate.open.set()
+        r = e.execute("print(x)", session="s")
+        assert (r.status, r.output) == ("success", "3\n")
