@@ -24,14 +24,24 @@ while no cell runs.
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import json
+import linecache
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
+import types
 
 from . import bootstrap
+
+TYPE_CHECKING = False  # no typing import at run time: the child starts fast
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
 
 ENV_FDS = "EXECENGINE_KERNEL_FDS"
 #: what the engine runs with ``python -c`` (no runpy at start-up)
@@ -47,21 +57,22 @@ class _State:
         self.cell = 0  # the running cell, 0 between cells
         self.interrupt = False  # the host asked to interrupt the running cell
         self.pending = 0  # an interrupt that arrived before its cell started
-        self.stale = {}  # type: dict  # thread ident -> (cell number, Thread or None)
+        #: thread ident -> (the cell it outlived, its Thread object if it has one)
+        self.stale = {}  # type: dict[int, tuple[int, threading.Thread | None]]
 
 
 _state = _State()
 _main_ident = threading.get_ident()
 
 
-def _on_sigint(signum, frame) -> None:
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
     with _state.lock:
         wanted = _state.cell and _state.interrupt
     if wanted:
         raise KeyboardInterrupt
 
 
-def _reader(fd: int, cells) -> None:
+def _reader(fd: int, cells: list[dict[str, Any]]) -> None:
     """Read commands; hand cells to the main thread, deliver interrupts; die on EOF."""
     buf = b""
     try:
@@ -111,8 +122,8 @@ def _gate() -> None:
             from .client import ToolCallError
 
             raise ToolCallError(
-                "tool call refused: this thread was started by cell %d, which has ended; "
-                "a cell's tool calls belong to the cell" % cell)
+                f"tool call refused: this thread was started by cell {cell}, which has "
+                "ended; a cell's tool calls belong to the cell")
     if not running:
         from .client import ToolCallError
 
@@ -135,24 +146,24 @@ def _forget_dead_threads() -> None:
             del _state.stale[ident]
 
 
-def _children(pid: str) -> list:
-    """Direct children of ``pid`` from ``/proc/<pid>/task/*/children``; None if unknown."""
-    out = []
+def _children(pid: str) -> list[str]:
+    """Direct children of ``pid`` from ``/proc/<pid>/task/*/children``."""
+    out = []  # type: list[bytes]
     try:
-        tasks = os.listdir("/proc/" + pid + "/task")
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
+        return []
     for tid in tasks:
         try:
-            with open("/proc/" + pid + "/task/" + tid + "/children", "rb") as f:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
                 out.extend(f.read().split())
         except OSError:
             continue
     return [p.decode() for p in out]
 
 
-def _descendants() -> list:
-    found, stack = [], [str(os.getpid())]
+def _descendants() -> list[int]:
+    found, stack = [], [str(os.getpid())]  # type: list[int], list[str]
     while stack:
         for child in _children(stack.pop()):
             found.append(int(child))
@@ -165,8 +176,9 @@ def kill_leftover_processes(seconds: float = 2.0) -> int:
 
     A descendant we cannot see yet (below a child whose ``/proc`` entry we may not read)
     is reparented to us when its parent dies, and seen on the next round."""
-    fast = os.path.exists("/proc/%d/task/%d/children" % (os.getpid(), os.getpid()))
-    killed = set()
+    pid_ = os.getpid()
+    fast = os.path.exists(f"/proc/{pid_}/task/{pid_}/children")
+    killed = set()  # type: set[int]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         pids = _descendants() if fast else bootstrap._descendants(os.getpid())
@@ -174,15 +186,11 @@ def kill_leftover_processes(seconds: float = 2.0) -> int:
             break
         fresh = [pid for pid in pids if pid not in killed]
         for pid in fresh:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGSTOP)  # no forking while we look
-            except OSError:
-                pass
         for pid in fresh:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
             killed.add(pid)
         _reap()
         if not fresh:
@@ -204,16 +212,14 @@ class Kernel:
     def __init__(self, cmd_fd: int, reply_fd: int) -> None:
         self.cmd_fd = cmd_fd
         self.reply_fd = reply_fd
-        self.cells = []  # type: list
-        import types
-
+        self.cells = []  # type: list[dict[str, Any]]
         main = types.ModuleType("__main__")
         main.__dict__.update({"__builtins__": __builtins__, "__package__": None,
                               "__spec__": None, "__cached__": None})
         sys.modules["__main__"] = main
         self.globals = main.__dict__
 
-    def send(self, msg: dict) -> None:
+    def send(self, msg: dict[str, Any]) -> None:
         data = (json.dumps(msg) + "\n").encode("utf-8")
         while data:
             data = data[os.write(self.reply_fd, data):]
@@ -225,7 +231,7 @@ class Kernel:
             msg = self.cells.pop(0)
             self.run(msg)
 
-    def run(self, msg: dict) -> None:
+    def run(self, msg: dict[str, Any]) -> None:
         cell = int(msg.get("cell") or 0)
         code = msg.get("code") or ""
         marker = str(msg.get("marker") or "").encode("utf-8")
@@ -253,16 +259,12 @@ class Kernel:
         kill_leftover_processes()
         _mark_leftover_threads(cell)
         for fd in (1, 2):
-            try:
+            with contextlib.suppress(OSError):
                 os.write(fd, marker)
-            except OSError:
-                pass
         self.send({"op": "done", "cell": cell, "status": status, "code": exit_code})
 
-    def _exec(self, cell: int, code: str):
-        import linecache
-
-        filename = "<cell %d>" % cell
+    def _exec(self, cell: int, code: str) -> tuple[str, int]:
+        filename = f"<cell {cell}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
             compiled = compile(code, filename, "exec", dont_inherit=True)
@@ -281,8 +283,6 @@ class Kernel:
             try:
                 if sys.excepthook is sys.__excepthook__:
                     # the default hook reads source lines from files; cells live in linecache
-                    import traceback
-
                     traceback.print_exception(type(exc), exc, tb)
                 else:
                     sys.excepthook(type(exc), exc.with_traceback(tb), tb)
@@ -308,7 +308,7 @@ def main() -> int:
         os.fstat(cmd_fd)
         os.fstat(reply_fd)
     except (ValueError, OSError):
-        sys.stderr.write("execengine kernel: bad %s=%r\n" % (ENV_FDS, value))
+        sys.stderr.write(f"execengine kernel: bad {ENV_FDS}={value!r}\n")
         return 2
     for fd in (cmd_fd, reply_fd):
         os.set_inheritable(fd, False)
@@ -320,8 +320,6 @@ def main() -> int:
     from . import client
 
     client.call_gate = _gate
-    import _thread
-
     _thread.start_new_thread(_connect, ())  # the first cell's first tool call is fast
     _thread.start_new_thread(_reader, (cmd_fd, kernel.cells))
     kernel.serve()

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from execengine._runtime import RUNTIME_PACKAGE
 from execengine.childenv import build_child_env
 from execengine.context import CallContext
 from execengine.engine.allowed import function_schemas, script_call_handler
@@ -50,7 +51,7 @@ from execengine.engine.result import (
     timeout_message,
 )
 from execengine.engine.spill import spill_dir
-from execengine.engine.staging import RUNTIME_PACKAGE, Staging
+from execengine.engine.staging import Staging
 from execengine.engine.stub import render_stub
 from execengine.errors import SandboxError
 from execengine.launch.base import LaunchSpec
