@@ -28,6 +28,7 @@ import dataclasses
 import logging
 import os
 import secrets
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -37,6 +38,9 @@ from typing import TYPE_CHECKING
 
 from execengine._runtime import RUNTIME_PACKAGE
 from execengine.childenv import build_child_env
+from execengine.confine.domains import DomainPolicy
+from execengine.confine.policy import ExecutionPolicy
+from execengine.confine.proxy import AllowListProxy
 from execengine.context import CallContext
 from execengine.engine.allowed import function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
@@ -55,7 +59,7 @@ from execengine.engine.staging import Staging
 from execengine.engine.stub import render_stub
 from execengine.errors import SandboxError
 from execengine.launch.base import LaunchSpec
-from execengine.rpc.channel import Channel
+from execengine.rpc.channel import Channel, make_socket_dir
 
 if TYPE_CHECKING:
     from execengine.engine.core import Engine
@@ -119,8 +123,10 @@ class _Kernel:
     """A started kernel with what it owns: its channel and staging directory."""
 
     def __init__(self, key: KernelKey, process: KernelProcess, channel: Channel,
-                 staging: Staging, resources: contextlib.ExitStack) -> None:
+                 staging: Staging, resources: contextlib.ExitStack,
+                 policy: ExecutionPolicy, workdir: str) -> None:
         self.key, self.process, self.channel, self.staging = key, process, channel, staging
+        self.policy, self.workdir = policy, workdir
         self._resources = resources  # the channel, staging and stub directories
         self.cells = 0
 
@@ -253,7 +259,13 @@ class SessionManager:
                 if isinstance(kernel, str):
                     return ExecutionResult("error", error=kernel, notice=notice,
                                            duration_seconds=time.monotonic() - started)
-                handler = script_call_handler(engine.registry, call)
+                # the cell's tool calls: as a one-shot script's (see Engine.execute)
+                cell_call = call.replace(
+                    cwd=call.cwd or (kernel.workdir if kernel.policy.confined else None),
+                    policy=kernel.policy,
+                    sandbox_launcher=engine.launcher if engine.launcher.level != "none"
+                    else None)
+                handler = script_call_handler(engine.registry, cell_call)
                 left = max(0.0, limit - (time.monotonic() - started))
                 stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
                 stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
@@ -452,9 +464,21 @@ class SessionManager:
             stub_dir = stack.enter_context(engine.runtime.stub_dir(stub))
             channel = stack.enter_context(engine.server.open(
                 exec_id=exec_id, token=token, allowed=names,
-                handler=lambda tool, args: "{}", max_tool_calls=0))
+                handler=lambda tool, args: "{}", max_tool_calls=0, check_peer=True))
             channel.close_cell()  # no authority until a cell opens it
             workdir = key.cwd or staging.path
+            # one policy for the kernel's life (see execengine.confine), as Engine.execute
+            policy = ExecutionPolicy.for_execution(
+                engine.config, cwd=workdir, level=engine.launcher.level,
+                extra_writable=(staging.path,))
+            if policy.network == "allowlist":
+                proxy_dir = make_socket_dir()
+                stack.callback(shutil.rmtree, proxy_dir, True)
+                proxy = stack.enter_context(AllowListProxy(
+                    DomainPolicy.of(policy.allowed_domains, policy.denied_domains),
+                    unix_path=os.path.join(proxy_dir, "proxy.sock")))
+                policy = dataclasses.replace(policy, proxy_port=proxy.port,
+                                             proxy_socket=proxy.unix_path)
             runtime = engine.runtime.path
             cmd_r, cmd_w = os.pipe()
             reply_r, reply_w = os.pipe()
@@ -473,15 +497,20 @@ class SessionManager:
                         # the reference system's names, as one-shot children get them
                         "HERMES_RPC_SOCKET": channel.socket_path,
                         "HERMES_RPC_TOKEN": token,
+                        **policy.proxy_env(),
                     })
-                limits = dataclasses.replace(engine._limits(ce.timeout),
+                limits = dataclasses.replace(engine._limits(ce.timeout, policy),
                                              cpu_seconds=ce.cpu_seconds)
                 spec = LaunchSpec(
                     argv=[key.interpreter, "-c", KERNEL_ENTRY],
                     env=env, cwd=workdir, run_token=run_token,
-                    writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
+                    writable_paths=tuple(dict.fromkeys((
+                        workdir, staging.path,
+                        *(os.path.expanduser(p) for p in engine.config.policy.writable_roots
+                          if os.path.isdir(os.path.expanduser(p)))))),
                     readable_paths=(staging.path, runtime),
-                    socket_dir=channel.socket_dir, pass_fds=theirs, limits=limits)
+                    socket_dir=channel.socket_dir, pass_fds=theirs,
+                    protected_paths=policy.protected, limits=limits)
                 child = engine.launcher.launch(spec)
             except BaseException:
                 for fd in (cmd_w, reply_r):
@@ -492,6 +521,9 @@ class SessionManager:
                     os.close(fd)
             process = KernelProcess(child, cmd_w, reply_r)
             try:
+                # only the kernel's uid may talk on its socket (SO_PEERCRED, checked first)
+                slot_uid = getattr(child, "uid", None)
+                channel.expect_peer([slot_uid if slot_uid is not None else os.geteuid()])
                 failure = process.wait_ready(ce.hello_timeout)
             except BaseException:
                 process.close()
@@ -500,7 +532,7 @@ class SessionManager:
                 process.close()
                 return failure
             resources = stack.pop_all()
-        return _Kernel(key, process, channel, staging, resources)
+        return _Kernel(key, process, channel, staging, resources, policy, workdir)
 
 
 def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, *,
