@@ -117,6 +117,13 @@ class CodeExecutionConfig(_Section):
     max_processes: int = option(64, "processes one execution may run at once", min=2)
     max_file_mb: int = option(1024, "largest file a script may write, MiB", min=1)
     tmp_mb: int = option(256, "size of the private /tmp at level isolated, MiB", min=1)
+    session_idle_timeout: float = option(
+        1800.0, "seconds a session's kernel may stay idle before it is closed", min=0.1
+    )
+    max_sessions: int = option(
+        8, "session kernels alive at once (the least recently used idle one is closed to "
+        "make room)", min=1,
+    )
 
 
 @dataclass(frozen=True)

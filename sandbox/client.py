@@ -390,6 +390,11 @@ class RpcClient:
 _client = None  # type: RpcClient | None
 _client_lock = threading.Lock()
 
+#: Set by a runtime that runs many cells in one process (the session kernel): called before
+#: every call of :func:`call_tool` / :func:`acall_tool`, it raises :class:`ToolCallError` to
+#: refuse a call from a thread whose cell has ended.
+call_gate = None  # type: Callable[[], None] | None
+
 
 def get_client() -> RpcClient:
     """This process's client, created from the environment on first use (and anew in a
@@ -419,9 +424,13 @@ if hasattr(os, "register_at_fork"):
 
 def call_tool(name: str, args: dict[str, Any] | None = None) -> Any:
     """Call tool ``name`` on the host; see :meth:`RpcClient.call`."""
+    if call_gate is not None:
+        call_gate()
     return get_client().call(name, args)
 
 
 async def acall_tool(name: str, args: dict[str, Any] | None = None) -> Any:
     """Call tool ``name`` on the host from asyncio; see :meth:`RpcClient.acall`."""
+    if call_gate is not None:
+        call_gate()
     return await get_client().acall(name, args)

@@ -43,6 +43,7 @@ from execengine.engine.result import (
     timeout_message,
     with_stderr,
 )
+from execengine.engine.sessions import SessionManager
 from execengine.engine.spill import prune, spill_dir
 from execengine.engine.staging import (
     BOOTSTRAP_ENTRY,
@@ -109,6 +110,7 @@ class Engine:
         clean_leftovers(self.config)
         self.runtime = Runtime()
         self._server: RpcServer | MemoryServer | None = server
+        self._sessions: SessionManager | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -126,13 +128,26 @@ class Engine:
                                          max_message_bytes=ce.max_message_bytes)
             return self._server
 
+    @property
+    def sessions(self) -> SessionManager:
+        """The persistent sessions (``execute(..., session=name)``): list and close them."""
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the engine is closed")
+            if self._sessions is None:
+                self._sessions = SessionManager(self)
+            return self._sessions
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             server, self._server = self._server, None
+            sessions, self._sessions = self._sessions, None
         self.registry.detach_engine(self)
+        if sessions is not None:
+            sessions.close()
         if server is not None:
             server.close()
         self.launcher.close()
@@ -179,14 +194,23 @@ class Engine:
         timeout: float | None = None,
         mode: Mode | None = None,
         context: CallContext | None = None,
+        session: str | None = None,
+        reset: bool = False,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
         script does; :class:`SandboxError` when the engine itself cannot run it).
 
         The script's tool calls are dispatched with ``context`` (the host's approver, a
         session id...), its ``task_id`` and ``cwd`` set from the arguments here and its
-        origin ``execute_code``.
+        origin ``execute_code``. With ``session``, ``code`` runs as a cell of that
+        session's persistent kernel (``reset=True`` starts it fresh); see
+        :mod:`execengine.engine.sessions`.
         """
+        if session is not None:
+            return self.sessions.run(
+                session, code, reset=reset, task_id=task_id, cwd=cwd,
+                enabled_toolsets=enabled_toolsets, tools=tools, interrupt=interrupt,
+                timeout=timeout, mode=mode, context=context)
         started = time.monotonic()
         if not code or not code.strip():
             return no_code_result()

@@ -66,6 +66,9 @@ class ExecutionResult:
     #: set when nothing started: "approval" (the whole-script gate) or "hook" (a
     #: ``pre_tool_call`` hook); the reason is in ``error``
     refused_by: str | None = None
+    #: sessions: what happened to the session's state before this cell (reset, replaced,
+    #: closed, died), when the model should know
+    notice: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -103,6 +106,8 @@ class ExecutionResult:
             out["hint"] = self.hint
         if self.refused_by:
             out["refused_by"] = self.refused_by
+        if self.notice:
+            out["notice"] = self.notice
         return out
 
     def to_json(self) -> str:

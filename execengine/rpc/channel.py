@@ -39,6 +39,11 @@ def limit_message(limit: int) -> str:
     return f"Tool call limit reached ({limit}). No more tool calls allowed in this execution."
 
 
+def late_message() -> str:
+    return ("Tool call refused: the execute_code cell that made it has ended (a thread the "
+            "cell left running called after it returned).")
+
+
 def socket_roots(base: str | None = None) -> list[str]:
     """Where socket directories are made: ``base``, or the temp dir then ``/tmp``."""
     return list(dict.fromkeys([base] if base else [tempfile.gettempdir(), "/tmp"]))
@@ -107,6 +112,10 @@ class Channel:
         self.denied_peers = 0
         #: messages wait for :meth:`expect_peer` (the child's uid) before being parsed
         self.check_peer = False
+        # cells (session kernels): see open_cell
+        self._cells = False
+        self._cell_open = True
+        self.generation = 0
 
     @property
     def endpoint(self) -> str:
@@ -139,6 +148,8 @@ class Channel:
         if tool not in self.allowed:
             return unavailable_message(tool, self.allowed)
         with self._lock:
+            if not self._cell_open:
+                return late_message()
             if self._calls >= self.max_tool_calls:
                 return limit_message(self.max_tool_calls)
             self._calls += 1
@@ -154,6 +165,33 @@ class Channel:
     def finished(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+    # -- cells ----------------------------------------------------------------------------
+    # A session kernel keeps one channel for its life. Each cell opens it with its own
+    # handler and budget and closes it when it ends; between cells every call is refused,
+    # and a call admitted during a cell that has ended is refused instead of run
+    # (:meth:`current`), so a thread a cell left running has no authority after it.
+
+    def open_cell(self, handler: CallHandler, max_tool_calls: int) -> None:
+        with self._lock:
+            self._cells = True
+            self.generation += 1
+            self.handler = handler
+            self.max_tool_calls = max_tool_calls
+            self._calls = 0
+            self._cell_open = True
+
+    def close_cell(self) -> None:
+        with self._lock:
+            self._cells = True
+            self.generation += 1
+            self._cell_open = False
+
+    def current(self, generation: int) -> bool:
+        """May a call admitted at ``generation`` still run?"""
+        with self._lock:
+            return not self.closed and (not self._cells or (
+                self._cell_open and generation == self.generation))
 
     # -- per-execution concurrency ------------------------------------------------------
     # At most ``max_parallel`` calls of one execution occupy host workers; the rest wait

@@ -20,7 +20,7 @@ from typing import Any
 
 from execengine.errors import TransportError
 from execengine.rpc import protocol
-from execengine.rpc.channel import CallHandler, Channel, make_socket_dir
+from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
 from execengine.rpc.pool import WorkerPool
 
 
@@ -194,11 +194,12 @@ class MemoryServer:
 
     def _dispatch(self, peer: MemoryPeer, call: protocol.Call) -> None:
         channel = peer.channel
+        generation = channel.generation  # read first: a call never runs in a later cell
         refusal = channel.admit(call.tool)
         if refusal is not None:
             peer.deliver(protocol.result(call.id, json.dumps({"error": refusal})))
             return
-        job: _Job | None = _Job(peer, call)
+        job: _Job | None = _Job(peer, call, generation)
         if not channel.enqueue(job):  # type: ignore[arg-type]
             return  # waits for a slot of this execution
         while job is not None:
@@ -214,8 +215,9 @@ class MemoryServer:
 class _Job:
     """One admitted call; run by a pool worker, which then runs the execution's next ones."""
 
-    def __init__(self, peer: MemoryPeer, call: protocol.Call) -> None:
+    def __init__(self, peer: MemoryPeer, call: protocol.Call, generation: int = 0) -> None:
         self.peer, self.call = peer, call
+        self.generation, self.handler = generation, peer.channel.handler
 
     def __call__(self) -> None:
         job: _Job | None = self
@@ -228,8 +230,12 @@ class _Job:
         try:
             if channel.closed:
                 return
+            if not channel.current(self.generation):  # its cell ended while it waited
+                self.peer.deliver(protocol.result(self.call.id,
+                                                  json.dumps({"error": late_message()})))
+                return
             try:
-                text = channel.handler(self.call.tool, self.call.args)
+                text = self.handler(self.call.tool, self.call.args)
             except Exception as exc:  # handlers should not raise; be safe anyway
                 text = json.dumps({"error": f"Tool execution failed: {exc}"})
             if not channel.closed:  # else abandoned: the late result is dropped

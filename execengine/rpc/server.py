@@ -36,7 +36,7 @@ import zmq
 
 from execengine.errors import TransportError
 from execengine.rpc import protocol
-from execengine.rpc.channel import CallHandler, Channel, make_socket_dir
+from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
 from execengine.rpc.pool import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -325,12 +325,13 @@ class RpcServer:
 
     def _dispatch(self, b: _Bound, ident: bytes, call: protocol.Call) -> None:
         channel = b.channel
+        generation = channel.generation  # read first: a call never runs in a later cell
         refusal = channel.admit(call.tool)
         if refusal is not None:
             text = json.dumps({"error": refusal}, ensure_ascii=False)
             self._send(b, ident, protocol.result(call.id, text))
             return
-        job = _CallJob(self, channel, ident, call)
+        job = _CallJob(self, channel, ident, call, generation)
         if channel.enqueue(job):
             self._run_calls(channel, job)
 
@@ -353,8 +354,9 @@ class _CallJob:
     """One admitted tool call, run by a pool worker."""
 
     def __init__(self, server: RpcServer, channel: Channel, ident: bytes,
-                 call: protocol.Call) -> None:
+                 call: protocol.Call, generation: int = 0) -> None:
         self.server, self.channel, self.ident, self.call = server, channel, ident, call
+        self.generation, self.handler = generation, channel.handler
 
     def __call__(self) -> None:
         """Run this call, then (same worker, same slot) the execution's next waiting ones."""
@@ -368,8 +370,12 @@ class _CallJob:
         try:
             if channel.closed:
                 return  # the execution ended while the call waited
+            if not channel.current(self.generation):  # its cell ended while it waited
+                self.server._reply(channel, self.ident, protocol.result(
+                    call.id, json.dumps({"error": late_message()})))
+                return
             try:
-                text = channel.handler(call.tool, call.args)
+                text = self.handler(call.tool, call.args)
             except Exception as exc:  # the handler should not raise; be safe anyway
                 log.exception("tool handler for %s raised", call.tool)
                 text = json.dumps({"error": f"Tool execution failed: {exc}"})

@@ -37,6 +37,12 @@ SCHEMA = {
                 "description": "Python source to run. Import the tools you need from "
                 "hermes_tools and print() the results you want to see.",
             },
+            "reset": {
+                "type": "boolean",
+                "default": False,
+                "description": "Start from a fresh session: forget the variables, imports "
+                "and data earlier calls left behind.",
+            },
         },
         "required": ["code"],
     },
@@ -94,6 +100,11 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         f"{ce.max_stdout_bytes:,} bytes (head and tail, the full text spilled to a file); "
         f"stderr kept to {ce.max_stderr_bytes:,} bytes.",
         f"Runs in {MODE_TEXT[mode]}, with a scrubbed environment (no secrets).",
+        "State persists between calls in this conversation: variables, imports and loaded "
+        "data stay in the session (load a large file once, then query it in later calls); "
+        "pass reset=true to start fresh. A timeout or interrupt stops the running call and "
+        "keeps the state when it can; processes a call starts are killed when it ends, and "
+        f"a session idle for {ce.session_idle_timeout:g}s is closed.",
     ]
     sandbox = _sandbox_text(registry)
     if sandbox:
@@ -144,11 +155,20 @@ NO_ENGINE = ("execute_code is unavailable: no Engine is attached to this tool re
              "(build one with Engine(config, registry))")
 
 
+def session_key(ctx: ToolContext) -> str:
+    """The session a call's cells run in: the conversation's session id when the host gives
+    one (``CallContext.session_id``), else its task id. A delegated sub-agent runs under its
+    own id, so it gets its own session and cannot read its parent's."""
+    session = ctx.call.session_id
+    return str(session) if session else ctx.task_key
+
+
 def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     if ctx.origin == "execute_code":
         return '{"error": "execute_code cannot be called from a script"}'
     code = str(args.get("code") or "")
-    if not code.strip():
+    reset = bool(args.get("reset"))
+    if not code.strip() and not reset:  # reset alone is a call of its own
         return no_code_result().to_json()
     engine = ctx.registry.engine
     if engine is None:
@@ -157,11 +177,14 @@ def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     names = engine.allowed_tools(call.enabled_toolsets, call.enabled_tools)
     if not names:
         return json.dumps({"status": "error", "error": unavailable_reason(ctx.registry)})
-    verdict = approve(code, ctx, ScriptScope(engine.launcher.level, tuple(names)))
-    if not verdict.allowed:
-        return refused_result(verdict.message, "approval").to_json()
+    if code.strip():
+        verdict = approve(code, ctx, ScriptScope(engine.launcher.level, tuple(names)))
+        if not verdict.allowed:
+            return refused_result(verdict.message, "approval").to_json()
     result = engine.execute(
         code,
+        session=session_key(ctx),
+        reset=reset,
         task_id=call.task_id,
         cwd=call.cwd,
         enabled_toolsets=call.enabled_toolsets,
