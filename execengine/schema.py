@@ -143,6 +143,22 @@ def _validator(key: str) -> Draft202012Validator:
     return Draft202012Validator(closed(json.loads(key)))
 
 
+#: validators by the identity of the schema object they were built for (a registered
+#: tool's schema is one object for its life): spares the JSON key on every call
+_by_identity: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
+
+
+def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator:
+    hit = _by_identity.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    validator = _validator(json.dumps(schema, sort_keys=True, default=repr))
+    if len(_by_identity) >= 1024:
+        _by_identity.clear()
+    _by_identity[id(schema)] = (schema, validator)
+    return validator
+
+
 def validate_arguments(schema: Mapping[str, Any], args: Any) -> list[str]:
     """Violations of ``args`` against a parameters schema, as readable strings (empty = ok).
 
@@ -150,7 +166,7 @@ def validate_arguments(schema: Mapping[str, Any], args: Any) -> list[str]:
     violation rather than raising.
     """
     try:
-        validator = _validator(json.dumps(schema, sort_keys=True, default=repr))
+        validator = _validator_for(schema)
         found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.path)))
     except Exception as exc:  # an unresolvable $ref, a recursive schema: say so, never raise
         return [f"arguments: the tool's schema cannot be checked ({type(exc).__name__})"]
