@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -139,15 +140,74 @@ def _build(
                 continue
             sub = hints[name]
             values[name] = sub(**_build(sub, item, key, source, origins))
+        elif f.metadata.get("named"):
+            values[name] = _build_named(f.metadata["named"], item, key, source, origins)
+        elif f.metadata.get("string_map"):
+            values[name] = _string_map(item, key, source, origins)
         else:
             values[name] = check_value(key, item.scalar(), hints[name], f, item.error)
             origins[key] = f"{source}:{item.line}"
     return values
 
 
+def _build_named(
+    cls: type, data: _Located, prefix: str, source: str, origins: dict[str, str]
+) -> dict[str, Any]:
+    if data.node.tag == "tag:yaml.org,2002:null":
+        return {}
+    out: dict[str, Any] = {}
+    for name, item in data.mapping(prefix).items():
+        key = _join(prefix, name)
+        if not NAME_RE.fullmatch(name):
+            raise item.error(key, "names here are letters, digits, '_' and '-' "
+                                  f"(at most 64), got {name!r}")
+        entry = cls(**_build(cls, item, key, source, origins))
+        problem = entry.check() if hasattr(entry, "check") else None
+        if problem:
+            raise item.error(key, problem)
+        out[name] = entry
+        origins.setdefault(key, f"{source}:{item.line}")
+    return out
+
+
+def _string_map(data: _Located, prefix: str, source: str,
+                origins: dict[str, str]) -> dict[str, str]:
+    if data.node.tag == "tag:yaml.org,2002:null":
+        return {}
+    out: dict[str, str] = {}
+    for name, item in data.mapping(prefix).items():
+        key = _join(prefix, name)
+        value = item.scalar()
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise item.error(key, f"expected a string, got {value!r}")
+        out[name] = check_placeholders(key, str(value), item.error)
+        origins[key] = f"{source}:{item.line}"
+    origins[prefix] = f"{source}:{data.line}"
+    return out
+
+
+def check_placeholders(key: str, value: str, fail: Any) -> str:
+    """``${NAME}`` references must name an environment variable (expanded at use time)."""
+    for match in PLACEHOLDER_RE.finditer(value):
+        if not ENV_NAME_RE.fullmatch(match.group(1)):
+            raise fail(key, f"${{...}} must hold an environment variable name, got "
+                            f"{match.group(0)!r}")
+    return value
+
+
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+PLACEHOLDER_RE = re.compile(r"\$\{([^}]*)\}")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any], fail: Any) -> Any:
     """Coerce and check one value against its declared type and constraints."""
     meta = f.metadata
+    if meta.get("string_map"):
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise fail(key, f"expected a mapping of strings, got {value!r}")
+        return {k: check_placeholders(f"{key}.{k}", v, fail) for k, v in value.items()}
     optional, base = _unwrap_optional(hint)
     if value is None:
         if optional:

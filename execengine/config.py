@@ -43,6 +43,20 @@ def section(cls: type, doc: str) -> Any:
     return field(default_factory=cls, metadata={"doc": doc, "section": True})
 
 
+def named_sections(cls: type, doc: str) -> Any:
+    """Declare a mapping of user-chosen names to sections of type ``cls`` (``mcp_servers``).
+
+    ``cls`` may define ``check(self) -> str | None`` for rules across its options; the
+    loader reports the message at the entry's line."""
+    return field(default_factory=dict, metadata={"doc": doc, "named": cls})
+
+
+def string_map(doc: str, *, secret: bool = False) -> Any:
+    """Declare an option holding a mapping of strings to strings (environment, headers)."""
+    return field(default_factory=dict, metadata={"doc": doc, "string_map": True,
+                                                 "secret": secret})
+
+
 @dataclass(frozen=True)
 class CodeExecutionConfig:
     mode: str = option(
@@ -215,6 +229,70 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class McpToolFilter:
+    include: tuple[str, ...] | None = option(
+        None, "only these tools of the server are registered (default: all)")
+    exclude: tuple[str, ...] = option((), "tools of the server not registered")
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server (see docs/mcp.md); ``${VAR}`` in env, headers, args and url is taken
+    from the host environment when the server starts."""
+
+    command: str | None = option(None, "stdio: the program that runs the server")
+    args: tuple[str, ...] = option((), "stdio: its arguments")
+    env: Mapping[str, str] = string_map(
+        "stdio: environment variables added to the server's (minimal) environment",
+        secret=True)
+    cwd: str | None = option(None, "stdio: working directory of the server")
+    url: str | None = option(None, "streamable HTTP: the server's endpoint")
+    headers: Mapping[str, str] = string_map("streamable HTTP: headers sent with every "
+                                            "request", secret=True)
+    timeout: float = option(120.0, "limit of one tool call, seconds", min=0.1)
+    connect_timeout: float = option(
+        60.0, "limit of starting the server and its handshake, seconds", min=0.1)
+    enabled: bool = option(True, "false: keep the entry but do not start or register it")
+    startup: str = option(
+        "lazy", "lazy: start when its tools are first needed; eager: when the registry is "
+        "built", choices=("lazy", "eager"))
+    tools: McpToolFilter = section(McpToolFilter, "which of the server's tools are registered")
+
+    def check(self) -> str | None:
+        import re
+
+        for value in (self.command, self.cwd, self.url, *self.args):
+            for ref in re.findall(r"\$\{([^}]*)\}", value or ""):
+                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ref):
+                    return f"${{...}} must hold an environment variable name, got ${{{ref}}}"
+        if bool(self.command) == bool(self.url):
+            return "give either command (a stdio server) or url (a streamable HTTP server)"
+        if self.url and (self.args or self.env or self.cwd):
+            return "args, env and cwd belong to stdio servers (command), not to url"
+        if self.command and self.headers:
+            return "headers belong to HTTP servers (url), not to command"
+        if self.url and not self.url.startswith(("http://", "https://", "${")):
+            return f"url must start with http:// or https://, got {self.url!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    tool_search_threshold: int = option(
+        40, "above this many MCP tools, the model sees servers only (not each tool) and "
+        "scripts discover tools with search_tools() / describe_tool()", min=0)
+    restart_backoff: float = option(
+        1.0, "first delay before restarting a crashed server, seconds (doubles each time, "
+        "up to 30 s)", min=0.0, max=60.0)
+    cache_dir: str | None = option(
+        "~/.execengine/mcp-cache", "where each server's last tool list is kept, so a lazy "
+        "server starts only on its first call (null: no cache, lazy servers start at once)")
+    serve_tools: bool = option(
+        False, "`execengine mcp` also exposes the registry's tools themselves, beside "
+        "execute_code")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration. Build with :func:`load_config` or ``Config()``."""
 
@@ -226,6 +304,9 @@ class Config:
     files: FilesConfig = section(FilesConfig, "file tools")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
+    mcp: McpConfig = section(McpConfig, "MCP client and server behaviour")
+    mcp_servers: Mapping[str, McpServerConfig] = named_sections(
+        McpServerConfig, "MCP servers whose tools are registered (see docs/mcp.md)")
     #: the file this came from, ``None`` for defaults
     source: str | None = field(default=None, compare=False, metadata={"internal": True})
     #: dotted key -> where the value came from ("default", "path:line", "override")
@@ -237,7 +318,7 @@ class Config:
         """Value of a dotted key path, e.g. ``config.get("code_execution.timeout")``."""
         value: Any = self
         for part in dotted.split("."):
-            value = getattr(value, part)
+            value = value[part] if isinstance(value, Mapping) else getattr(value, part)
         return value
 
     def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = "override") -> Config:
@@ -250,8 +331,12 @@ class Config:
         return Path(self.source) if self.source else None
 
 
-def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
-    """All leaf options as ``(dotted key, field)``, in declaration order."""
+def iter_options(cls: type = Config, prefix: str = "", *,
+                 names: Mapping[str, Any] | None = None) -> list[tuple[str, dataclasses.Field[Any]]]:
+    """All leaf options as ``(dotted key, field)``, in declaration order.
+
+    Entries of named sections appear once per name in ``names`` (a config's
+    ``mcp_servers``), or once as ``<name>`` when ``names`` is None."""
     out: list[tuple[str, dataclasses.Field[Any]]] = []
     for f in dataclasses.fields(cls):
         if f.metadata.get("internal"):
@@ -259,6 +344,9 @@ def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, datacl
         key = f"{prefix}{f.name}"
         if f.metadata.get("section"):
             out.extend(iter_options(f.default_factory, key + "."))  # type: ignore[arg-type]
+        elif f.metadata.get("named"):
+            for name in (["<name>"] if names is None else list(names)):
+                out.extend(iter_options(f.metadata["named"], f"{key}.{name}."))
         else:
             out.append((key, f))
     return out

@@ -17,6 +17,8 @@ tool schema).
     ├── WebError                    a page or search provider unusable (execengine.web.errors
     │                               draws its subtree: blocked address, timeout, redirect...)
     ├── PluginError                 a plugin could not be loaded or misbehaved
+    ├── McpError                    an MCP server cannot be used (execengine.mcp): it did not
+    │                               start, crashed, or the SDK extra is not installed
     ├── ModelError                  the agent loop's model endpoint failed (execengine.agent)
     ├── MemoryFileError             the reference memory tool's file is unusable
     ├── BenchError                  the benchmark harness cannot run (execengine.bench)
@@ -101,6 +103,11 @@ class UnknownToolsetError(ToolError, KeyError):
 
 class PluginError(ExecEngineError):
     """A plugin could not be loaded."""
+
+
+class McpError(ExecEngineError):
+    """An MCP server cannot be used: not installed (the ``mcp`` extra), did not start or
+    finish its handshake in time, crashed, or its connection failed."""
 
 
 class SandboxError(ExecEngineError):

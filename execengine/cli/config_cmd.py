@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from execengine._configload import find_config
@@ -37,7 +38,7 @@ def run_check(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     config = config_from(args)
     rows = []
-    for key, f in iter_options():
+    for key, f in iter_options(names=config.mcp_servers):
         value = config.get(key)
         if f.metadata.get("secret") and value and not args.show_secrets:
             value = "***"
@@ -60,6 +61,8 @@ def _fmt(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return "[" + ", ".join(value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -71,7 +74,7 @@ def reference_table() -> str:
         choices = f.metadata.get("choices")
         if choices:
             doc += " (" + " / ".join(_fmt(c) for c in choices) + ")"
-        default = f.default
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
         shown = f"{len(default)} entries" if isinstance(default, tuple) and len(default) > 3 \
             else _fmt(default)
         lines.append(f"| `{key}` | `{shown}` | {doc} |")

@@ -2,8 +2,8 @@
 
 The allowed set is the intersection of the session's enabled and available tools with the
 sandbox allow-list. It is never widened: an empty intersection stays empty (fail closed).
-``execute_code`` itself, ``delegate_task``, agent-level tools and MCP tools are never
-reachable from a script; ``terminal`` is foreground only.
+``execute_code`` itself, ``delegate_task`` and agent-level tools are never reachable from a
+script; ``terminal`` is foreground only. MCP tools (toolset ``mcp-<server>``) are.
 """
 
 from __future__ import annotations
@@ -22,9 +22,14 @@ NEVER = frozenset({"execute_code", "delegate_task"}) | AGENT_LEVEL_TOOLS
 
 
 def script_safe(registry: ToolRegistry, name: str) -> bool:
-    if name not in SANDBOX_TOOLS or name in NEVER or name.startswith("mcp"):
+    if name in NEVER or name not in registry:
         return False
-    return name in registry and not registry.get(name).agent_level
+    entry = registry.get(name)
+    if entry.agent_level:
+        return False
+    # MCP tools are registered by execengine.mcp in toolsets mcp-<server>
+    return name in SANDBOX_TOOLS or (entry.toolset.startswith("mcp-")
+                                     and entry.source.startswith("MCP server"))
 
 
 def allowed_tools(registry: ToolRegistry, enabled_toolsets: Iterable[str] | None = None, *,
@@ -39,10 +44,27 @@ def function_schemas(registry: ToolRegistry, names: Iterable[str],
     """The schemas the registry serves to the model, for these tools only."""
     wanted = set(names)
     out = []
-    for definition in registry.get_tool_definitions(enabled_toolsets):
+    for definition in registry.get_tool_definitions(enabled_toolsets, purpose="script"):
         fn = definition["function"]
         if fn["name"] in wanted:
             out.append(fn)
+    return out
+
+
+def tool_groups(registry: ToolRegistry, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``{server: {short name: tool name}}`` for the MCP tools among ``names`` (the stub's
+    ``mcp.<server>.<tool>`` namespace)."""
+    from execengine.mcp.names import sanitize, server_of_toolset, short_name
+
+    out: dict[str, dict[str, str]] = {}
+    for name in sorted(names):
+        server = server_of_toolset(registry.get(name).toolset) if name in registry else None
+        if server is None:
+            continue
+        short = short_name(server, name)
+        attr = sanitize(server)
+        if short is not None and attr.isidentifier():
+            out.setdefault(attr, {})[short] = name
     return out
 
 

@@ -21,7 +21,12 @@ from typing import Any
 
 from execengine.childenv import build_child_env
 from execengine.config import Config
-from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
+from execengine.engine.allowed import (
+    allowed_tools,
+    function_schemas,
+    script_call_handler,
+    tool_groups,
+)
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
 from execengine.engine.result import (
@@ -171,7 +176,8 @@ class Engine:
             mode = "project"
         limit = float(timeout if timeout is not None else ce.timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
-        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))
+        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets),
+                           groups=tool_groups(self.registry, names))
         call_extras = dict(extras or {})
         if cwd:
             call_extras["cwd"] = os.path.abspath(cwd)

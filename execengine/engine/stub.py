@@ -26,7 +26,8 @@ HIDDEN_PARAMS: Mapping[str, frozenset[str]] = {
     "terminal": frozenset({"background", "pty", "notify_on_complete", "check_interval"}),
 }
 _RESERVED = frozenset({"_call", "_acall", "_args", "aio", "ToolCallError", "json_parse",
-                       "shell_quote", "retry"})
+                       "shell_quote", "retry", "mcp", "search_tools", "describe_tool",
+                       "_Catalogue", "_catalogue"})
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
           "array": "list", "object": "dict", "null": "None"}
 
@@ -117,11 +118,23 @@ def _template() -> jinja2.Template:
     return env.get_template(TEMPLATE)
 
 
-def render_stub(schemas: Iterable[Mapping[str, Any]]) -> str:
-    """The source of ``hermes_tools.py`` for these function schemas (``{"name", ...}``)."""
+def render_stub(schemas: Iterable[Mapping[str, Any]],
+                groups: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The source of ``hermes_tools.py`` for these function schemas (``{"name", ...}``).
+
+    ``groups`` (``{server: {short name: tool name}}``) adds the namespace
+    ``mcp.<server>.<short name>`` for MCP tools; only names of rendered tools are used."""
     tools = sorted((stub_function(s["name"], s) for s in schemas), key=lambda t: t.name)
+    rendered = {t.name for t in tools}
+    namespaces = []
+    for server, members in sorted((groups or {}).items()):
+        kept = sorted((short, full) for short, full in members.items()
+                      if full in rendered and short.isidentifier()
+                      and not keyword.iskeyword(short))
+        if kept and server.isidentifier() and not keyword.iskeyword(server):
+            namespaces.append((server, kept))
     names = ", ".join(t.name for t in tools) or "none"
-    summary = f"Available tools ({len(tools)}): {names}."
-    source = _template().render(tools=tools, summary=summary)
+    summary = textwrap.fill(f"Available tools ({len(tools)}): {names}.", 92)
+    source = _template().render(tools=tools, summary=summary, groups=namespaces)
     compile(source, "hermes_tools.py", "exec")  # a template bug must not reach the child
     return source

@@ -58,8 +58,17 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         "Available with `from hermes_tools import <name>` (each returns a dict; a tool error "
         "is {\"error\": ...}):",
     ]
-    for name in names:
+    from execengine.mcp.catalogue import mcp_tools, search_mode, summary_lines
+
+    searching = search_mode(registry, names)
+    listed = names
+    if searching:
+        hidden = {n for members in mcp_tools(registry, names).values() for n in members}
+        listed = [n for n in names if n not in hidden]
+    for name in listed:
         lines.append(f"- {name}: {_first_line(registry.get(name).description)}")
+    if searching:
+        lines += summary_lines(registry, names)
     lines += [
         "Helpers in hermes_tools: json_parse(text), shell_quote(s), "
         "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "

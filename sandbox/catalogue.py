@@ -1,0 +1,62 @@
+"""``search_tools`` and ``describe_tool``: a script discovers the tools of its stub.
+
+Runs in the child, standard library only (Python >= 3.8). The catalogue is the stub's own
+functions: their names, signatures and docstrings, so it can never disagree with them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _words(text):
+    return set(_WORD.findall(text.lower()))
+
+
+def _summary(doc):
+    first = (doc or "").strip().split("\n", 1)[0]
+    return first[:200]
+
+
+class Catalogue:
+    """The tools of one stub, searchable by words."""
+
+    def __init__(self, namespace, names):
+        self._functions = {n: namespace[n] for n in names if callable(namespace.get(n))}
+
+    def search(self, query, limit=10):
+        """Tools matching ``query`` (words of the name or description), best first:
+        a list of ``{"name", "summary"}``. An empty query lists the first ``limit``."""
+        if not isinstance(query, str):
+            raise TypeError("search_tools() takes a string query")
+        wanted = _words(query)
+        scored = []
+        for name, fn in self._functions.items():
+            name_words = _words(name.replace("_", " "))
+            doc_words = _words(fn.__doc__ or "")
+            score = 3 * len(wanted & name_words) + len(wanted & doc_words)
+            if query.lower().strip() and query.lower().strip() in name.lower():
+                score += 5
+            if score or not wanted:
+                scored.append((-score, name))
+        scored.sort()
+        return [{"name": n, "summary": _summary(self._functions[n].__doc__)}
+                for _, n in scored[: max(0, int(limit))]]
+
+    def describe(self, name):
+        """``{"name", "signature", "doc"}`` of tool ``name``; ``{"error": ...}`` with close
+        names when there is no such tool."""
+        fn = self._functions.get(name)
+        if fn is None:
+            close = difflib.get_close_matches(str(name), list(self._functions), n=3)
+            hint = (" Did you mean: " + ", ".join(close) + "?") if close else ""
+            return {"error": "no tool named %r.%s" % (name, hint)}
+        try:
+            signature = "%s%s" % (name, inspect.signature(fn))
+        except (TypeError, ValueError):
+            signature = name + "(...)"
+        return {"name": name, "signature": signature, "doc": inspect.getdoc(fn) or ""}
