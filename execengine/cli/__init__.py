@@ -18,6 +18,7 @@ COMMANDS = (
     "execengine.cli.run_cmd",
     "execengine.cli.chat_cmd",
     "execengine.cli.doctor_cmd",
+    "execengine.cli.mcp_cmd",
     "execengine.cli.bench_cmd",
 )
 

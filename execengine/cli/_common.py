@@ -16,7 +16,18 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 def registry_from(args: argparse.Namespace, config: Config | None = None) -> ToolRegistry:
-    return ToolRegistry.with_builtins(config or config_from(args))
+    """The built-in tools, plugins and the configured MCP servers' tools; close it (the
+    MCP servers stop with it)."""
+    registry = ToolRegistry.with_builtins(config or config_from(args))
+    if registry.config.mcp_servers:
+        from execengine.mcp import attach
+
+        try:
+            attach(registry)
+        except BaseException:
+            registry.close()
+            raise
+    return registry
 
 
 def print_json(value: Any) -> None:

@@ -31,10 +31,11 @@ def run(args: argparse.Namespace) -> int:
         problem = None
     except IsolationError as exc:
         chosen, problem = None, str(exc)
+    servers = _mcp_servers(args, config)
     if args.json:
         data = report.to_json()
         data.update({"configured": ce.isolation, "min_isolation": ce.min_isolation,
-                     "chosen": chosen, "error": problem})
+                     "chosen": chosen, "error": problem, "mcp_servers": servers})
         print_json(data)
         return 0 if problem is None else 1
     rows = [[x.name, "yes" if x.available else "no", x.detail] for x in report.layers]
@@ -47,7 +48,23 @@ def run(args: argparse.Namespace) -> int:
     print(f"auto would choose: {report.best}")
     print(f"configured: isolation={ce.isolation}, min_isolation={ce.min_isolation or '-'}"
           f" -> {chosen or 'ERROR'}")
+    if servers:
+        from execengine.cli.tools_cmd import print_mcp_status
+
+        print()
+        print_mcp_status(servers)
     if problem:
         print(f"error: {problem}")
         return 1
     return 0
+
+
+def _mcp_servers(args: argparse.Namespace, config: Any) -> list[dict[str, Any]]:
+    """Start the configured MCP servers once and report each one's state."""
+    if not config.mcp_servers:
+        return []
+    from execengine.cli._common import registry_from
+    from execengine.cli.tools_cmd import mcp_status
+
+    with registry_from(args, config) as reg:
+        return mcp_status(reg)

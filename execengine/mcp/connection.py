@@ -115,6 +115,8 @@ class ServerConnection:
         gen = self._gen
         stop = asyncio.Event()
         ready: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        # a start abandoned on timeout still gets its outcome; nobody reads it then
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())
         self._stop = stop
         self._runner = asyncio.create_task(self._run(params, gen, stop, ready),
                                            name=f"mcp-{self.name}")
@@ -159,11 +161,14 @@ class ServerConnection:
 
     async def _stop_runner(self) -> None:
         runner, self._runner = self._runner, None
+        starting = self._session is None
         self._session = None
         if self._stop is not None:
             self._stop.set()
         if runner is None:
             return
+        if starting:  # stuck in the handshake: it never looks at the stop event
+            runner.cancel()
         # the SDK's stdio shutdown is bounded (stdin close, SIGTERM, SIGKILL, ~6 s at most)
         try:
             await asyncio.wait_for(asyncio.shield(runner), 10.0)

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from execengine._configload import parse
+from execengine.engine import Engine
+from execengine.launch.local import LocalLauncher
+from execengine.mcp import attach
+from execengine.registry import ToolRegistry
+
+TOY = str(Path(__file__).parent / "servers" / "toy.py")
+BIN = Path(sys.executable).parent
+
+
+def toy_server(name: str, *extra: str, **options: str) -> str:
+    args = ", ".join([repr(TOY), *map(repr, extra)])
+    opts = "".join(f"    {k}: {v}\n" for k, v in options.items())
+    return f"  {name}:\n    command: {sys.executable}\n    args: [{args}]\n{opts}"
+
+
+@pytest.fixture
+def no_leaks():
+    """Every server process started by the test is gone afterwards."""
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = [p for p in me.children(recursive=True)
+                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+        if not left:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes left behind: {left}")
+
+
+@pytest.fixture
+def mcp_registry(tmp_path, no_leaks):
+    """``make(servers_yaml, **attach_kwargs)`` -> (registry, manager); closed after."""
+    made: list[ToolRegistry] = []
+
+    def make(servers: str, *, extra: str = "", environ=None, cache: bool = True):
+        text = (f"code_execution: {{isolation: none, mode: strict}}\n"
+                f"mcp: {{restart_backoff: 0.1}}\n{extra}mcp_servers:\n{servers}")
+        config = parse(text, source=str(tmp_path / "config.yaml"))
+        reg = ToolRegistry.with_builtins(config, plugins=False)
+        made.append(reg)
+        manager = attach(reg, environ=environ,
+                         cache_dir=tmp_path / "cache" if cache else "")
+        return reg, manager
+
+    yield make
+    for reg in made:
+        reg.close()
+
+
+def run_script(reg: ToolRegistry, code: str, **kw):
+    with Engine(registry=reg, launcher=LocalLauncher()) as engine:
+        return engine.execute(code, **kw)
