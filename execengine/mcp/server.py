@@ -141,6 +141,7 @@ async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # clients queue from now on, before uvicorn starts accepting
     except OSError as exc:
         sock.close()
         raise McpError(f"cannot listen on {host}:{port}: {exc}") from exc
