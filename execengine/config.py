@@ -331,8 +331,9 @@ class Config:
         return Path(self.source) if self.source else None
 
 
-def iter_options(cls: type = Config, prefix: str = "", *,
-                 names: Mapping[str, Any] | None = None) -> list[tuple[str, dataclasses.Field[Any]]]:
+def iter_options(
+    cls: type = Config, prefix: str = "", *, names: Mapping[str, Any] | None = None
+) -> list[tuple[str, dataclasses.Field[Any]]]:
     """All leaf options as ``(dotted key, field)``, in declaration order.
 
     Entries of named sections appear once per name in ``names`` (a config's

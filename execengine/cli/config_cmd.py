@@ -74,7 +74,9 @@ def reference_table() -> str:
         choices = f.metadata.get("choices")
         if choices:
             doc += " (" + " / ".join(_fmt(c) for c in choices) + ")"
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        default = f.default
+        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
         shown = f"{len(default)} entries" if isinstance(default, tuple) and len(default) > 3 \
             else _fmt(default)
         lines.append(f"| `{key}` | `{shown}` | {doc} |")

@@ -75,6 +75,7 @@ class ServerConnection:
         self._start_lock = asyncio.Lock()
         self._output_schemas: set[str] = set()
         self._stderr_threads: list[threading.Thread] = []
+        self._http_status = ""
 
     @property
     def transport(self) -> str:
@@ -127,8 +128,9 @@ class ServerConnection:
                                   f"{self.config.connect_timeout:g}s (connect_timeout)")
             raise McpError(f"MCP server {self.name!r} {self.error}") from None
         except McpError as exc:
-            await self._fail(gen, str(exc))
-            raise McpError(f"MCP server {self.name!r} failed to start: {exc}") from None
+            reason = f"{exc} ({self._http_status})" if self._http_status else str(exc)
+            await self._fail(gen, reason)
+            raise McpError(f"MCP server {self.name!r} failed to start: {reason}") from None
         self._failures = 0
         self.state, self.error = "ready", ""
         changed = [t.model_dump() for t in tools] != [t.model_dump() for t in self.tools]
@@ -226,9 +228,15 @@ class ServerConnection:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
+        async def note_status(response: Any) -> None:
+            # the SDK reports a refused request generically; keep the status for the message
+            if response.status_code >= 400:
+                self._http_status = f"HTTP {response.status_code} from {response.url}"
+
+        self._http_status = ""
         client = await stack.enter_async_context(httpx2.AsyncClient(
-            headers=params["headers"], timeout=httpx2.Timeout(self.config.connect_timeout,
-                                                              read=self.config.timeout)))
+            headers=params["headers"], event_hooks={"response": [note_status]},
+            timeout=httpx2.Timeout(self.config.connect_timeout, read=self.config.timeout)))
         return await stack.enter_async_context(
             streamable_http_client(params["url"], http_client=client))
 
@@ -324,8 +332,8 @@ async def _list_all(session: Any) -> list[Any]:
 
 def _describe(exc: BaseException) -> str:
     """A one-line reason, looking inside exception groups (anyio task groups)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
+    while getattr(exc, "exceptions", None):  # an exception group (3.11+, or anyio's)
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
     if isinstance(exc, asyncio.CancelledError):
         return "cancelled"
     text = str(exc) or type(exc).__name__

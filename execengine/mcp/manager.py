@@ -179,7 +179,8 @@ class McpManager:
         # the connection bounds the call itself; this only guards against a wedged loop
         limit = conn.config.timeout + conn.config.connect_timeout + 30.0
         try:
-            return future.result(timeout=limit)  # type: ignore[no-any-return]
+            value: dict[str, Any] = future.result(timeout=limit)
+            return value
         except concurrent.futures.TimeoutError:
             future.cancel()
             return {"error": f"MCP server {server!r}: tool {tool!r} gave no result within "

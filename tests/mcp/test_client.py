@@ -13,7 +13,7 @@ from execengine.engine.allowed import allowed_tools
 
 
 def test_tools_registered_callable_from_scripts_and_results_decoded(mcp_registry):
-    reg, manager = mcp_registry(toy_server("toy"))
+    reg, _ = mcp_registry(toy_server("toy"))
     names = [n for n in reg.names() if n.startswith("mcp_")]
     assert "mcp_toy_add" in names and "mcp_toy_echo" in names
     entry = reg.get("mcp_toy_add")
@@ -164,7 +164,7 @@ def test_servers_stop_when_the_registry_closes(mcp_registry):
             if TOY in " ".join(p.cmdline())]
     assert kids
     reg.close()
-    gone, alive = psutil.wait_procs(kids, timeout=10)
+    _, alive = psutil.wait_procs(kids, timeout=10)
     assert alive == []
     assert "closed" in json.loads(reg.dispatch("mcp_toy_echo", {"text": "x"}))["error"] or \
         manager.status()[0].state == "closed"

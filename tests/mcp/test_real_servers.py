@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_time_server_called_from_a_script(mcp_registry):
-    servers = f"  time:\n    command: {BIN / 'mcp-server-time'}\n    args: [--local-timezone, UTC]\n"
+    servers = (f"  time:\n    command: {BIN / 'mcp-server-time'}\n"
+               "    args: [--local-timezone, UTC]\n")
     reg, _ = mcp_registry(servers)
     assert {"mcp_time_get_current_time", "mcp_time_convert_time"} <= set(reg.names())
     result = run_script(reg, """

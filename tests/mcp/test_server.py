@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 
 import anyio
+from conftest import toy_server  # noqa: F401  (fixtures live there)
 import pytest
 
 SCRIPT = """
@@ -151,3 +152,23 @@ def test_serve_tools_exposes_the_tools_too(setup):
         names = {fn["name"] for fn in offered_tools(reg, serve_tools=True)}
         assert {"execute_code", "read_file"} <= names
         assert [fn["name"] for fn in offered_tools(reg, serve_tools=False)] == ["execute_code"]
+
+
+def test_an_http_server_as_a_tool_source_with_a_token_header(setup, mcp_registry):
+    """The client's streamable HTTP transport, against execengine's own HTTP server."""
+    config, data, env = setup
+    env = {**env, "MCP_TOKEN": "http-t0ken"}
+    proc, url = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
+    try:
+        servers = (f"  ee:\n    url: {url}\n"
+                   "    headers: {Authorization: 'Bearer ${MCP_TOKEN}'}\n")
+        reg, manager = mcp_registry(servers, environ={"MCP_TOKEN": "http-t0ken"})
+        assert manager.status()[0].state == "ready", reg.load_errors
+        answer = json.loads(reg.dispatch("mcp_ee_execute_code",
+                                         {"code": SCRIPT.format(path=str(data))}))
+        assert answer["result"].count("HELLO OVER MCP") == 1
+        reg2, _ = mcp_registry(servers.replace("ee:", "wrong:"),
+                               environ={"MCP_TOKEN": "not-the-token"})
+        assert "(HTTP 401 from http://127.0.0.1:" in reg2.load_errors["mcp server wrong"]
+    finally:
+        _stop(proc)

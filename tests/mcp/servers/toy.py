@@ -91,7 +91,7 @@ def generated(count: int) -> MCPServer:
         verb, noun = verbs[i % len(verbs)], nouns[(i // len(verbs)) % len(nouns)]
         name = f"{verb}_{noun}_{i}"
 
-        def make(n: str):  # noqa: ANN202
+        def make(n: str):
             def fn(id: str, limit: int = 10, include_archived: bool = False) -> str:
                 return f"{n}:{id}:{limit}:{include_archived}"
             return fn
