@@ -12,8 +12,8 @@ import urllib.error
 import urllib.request
 
 import anyio
-from conftest import toy_server  # noqa: F401  (fixtures live there)
 import pytest
+from conftest import toy_server  # noqa: F401  (fixtures live there)
 
 SCRIPT = """
 from hermes_tools import read_file
