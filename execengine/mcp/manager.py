@@ -32,6 +32,7 @@ from execengine.errors import McpError, ToolError
 from execengine.mcp.catalogue import withhold_in_search_mode
 from execengine.mcp.connection import ServerConnection, ServerStatus
 from execengine.mcp.names import tool_name, toolset_name
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -39,16 +40,11 @@ log = logging.getLogger(__name__)
 SERVICE = "mcp.manager"
 
 
-def _policy_kwargs(tool: Any) -> dict[str, Any]:
-    """Script-callable, declared on registration (issue 10's ToolPolicy when present)."""
-    try:
-        from execengine.policy import ToolPolicy  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return {}
+def _policy(tool: Any) -> ToolPolicy:
+    """Script-callable; read-only (and so batchable) when the server says so."""
     hints = getattr(tool, "annotations", None)
     read_only = bool(getattr(hints, "read_only_hint", False))
-    return {"policy": ToolPolicy(script_callable=True, read_only=read_only,
-                                 parallel_safe=read_only)}
+    return ToolPolicy(script_callable=True, read_only=read_only, parallel_safe=read_only)
 
 
 class McpManager:
@@ -147,7 +143,7 @@ class McpManager:
                 self.registry.register(
                     full, toolset_name(server), schema, self._handler(server, tool.name),
                     description=description, source=f"MCP server {server!r}",
-                    schema_patch=withhold_in_search_mode, **_policy_kwargs(tool))
+                    schema_patch=withhold_in_search_mode, policy=_policy(tool))
             except ToolError as exc:
                 self._report(server, tool.name, str(exc))
                 continue
