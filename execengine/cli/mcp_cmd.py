@@ -39,7 +39,9 @@ def run(args: argparse.Namespace) -> int:
         if not token:
             raise McpError(f"--token-env {args.token_env}: the variable is not set or empty")
     serve_tools = True if args.tools else None
-    with registry_from(args, config) as registry:
+    from execengine.engine import Engine
+
+    with registry_from(args, config) as registry, Engine(config, registry):
         if args.http:
             host, port = parse_address(args.http)
             anyio.run(lambda: serve_http(registry, host, port, token=token,

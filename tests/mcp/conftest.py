@@ -43,18 +43,24 @@ def no_leaks():
 def mcp_registry(tmp_path, no_leaks):
     """``make(servers_yaml, **attach_kwargs)`` -> (registry, manager); closed after."""
     made: list[ToolRegistry] = []
+    engines: list[Engine] = []
 
-    def make(servers: str, *, extra: str = "", environ=None, cache: bool = True):
+    def make(servers: str, *, extra: str = "", environ=None, cache: bool = True,
+             engine: bool = False):
         text = (f"code_execution: {{isolation: none, mode: strict}}\n"
                 f"mcp: {{restart_backoff: 0.1}}\n{extra}mcp_servers:\n{servers}")
         config = parse(text, source=str(tmp_path / "config.yaml"))
         reg = ToolRegistry.with_builtins(config, plugins=False)
         made.append(reg)
+        if engine:  # attached to the registry: it serves execute_code
+            engines.append(Engine(registry=reg, launcher=LocalLauncher()))
         manager = attach(reg, environ=environ,
                          cache_dir=tmp_path / "cache" if cache else "")
         return reg, manager
 
     yield make
+    for eng in engines:
+        eng.close()
     for reg in made:
         reg.close()
 

@@ -16,7 +16,7 @@ def test_500_tools_model_catalogue_under_1000_tokens_and_scripts_still_reach_the
         mcp_registry):
     import sys
 
-    reg, manager = mcp_registry(SERVERS.format(python=sys.executable))
+    reg, manager = mcp_registry(SERVERS.format(python=sys.executable), engine=True)
     assert manager.status()[0].tools == 500
     toolsets = ["code_execution", "mcp-gen"]
     definitions = reg.get_tool_definitions(toolsets)
@@ -30,7 +30,7 @@ def test_500_tools_model_catalogue_under_1000_tokens_and_scripts_still_reach_the
     every = [{"type": "function", "function": dict(reg.get(n).schema)}
              for n in reg.names() if n.startswith("mcp_gen_")]
     assert TokenCounter().count_tools(every) > 20 * tokens
-    result = run_script(reg, """
+    result = reg.engine.execute("""
 from hermes_tools import search_tools, describe_tool, mcp_gen_archive_invoice_7
 hits = search_tools("archive invoice")
 print(hits[0]["name"])
@@ -46,7 +46,7 @@ print(mcp_gen_archive_invoice_7(id="42")["result"])
 
 def test_below_the_threshold_tools_are_offered_directly(mcp_registry):
     reg, _ = mcp_registry(f"  toy:\n    command: {__import__('sys').executable}\n"
-                          f"    args: [{TOY!r}]\n")
+                          f"    args: [{TOY!r}]\n", engine=True)
     names = [d["function"]["name"] for d in reg.get_tool_definitions(["code_execution",
                                                                       "mcp-toy"])]
     assert "mcp_toy_echo" in names and "execute_code" in names

@@ -147,8 +147,10 @@ def test_serve_tools_exposes_the_tools_too(setup):
     from execengine.mcp.server import offered_tools
     from execengine.registry import ToolRegistry
 
+    from execengine.engine import Engine
+
     config = parse("code_execution: {isolation: none}\nmcp: {serve_tools: true}\n")
-    with ToolRegistry.with_builtins(config, plugins=False) as reg:
+    with ToolRegistry.with_builtins(config, plugins=False) as reg, Engine(config, reg):
         names = {fn["name"] for fn in offered_tools(reg, serve_tools=True)}
         assert {"execute_code", "read_file"} <= names
         assert [fn["name"] for fn in offered_tools(reg, serve_tools=False)] == ["execute_code"]
