@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import TOY, run_script
+from conftest import TOY
 
 from execengine.bench.tokens import TokenCounter
 

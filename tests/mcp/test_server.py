@@ -144,10 +144,9 @@ def test_binding_beyond_loopback_without_a_token_is_refused(setup):
 
 def test_serve_tools_exposes_the_tools_too(setup):
     from execengine._configload import parse
+    from execengine.engine import Engine
     from execengine.mcp.server import offered_tools
     from execengine.registry import ToolRegistry
-
-    from execengine.engine import Engine
 
     config = parse("code_execution: {isolation: none}\nmcp: {serve_tools: true}\n")
     with ToolRegistry.with_builtins(config, plugins=False) as reg, Engine(config, reg):
