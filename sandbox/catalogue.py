@@ -55,8 +55,30 @@ class Catalogue:
             close = difflib.get_close_matches(str(name), list(self._functions), n=3)
             hint = (" Did you mean: " + ", ".join(close) + "?") if close else ""
             return {"error": "no tool named %r.%s" % (name, hint)}
-        try:
-            signature = "%s%s" % (name, inspect.signature(fn))
-        except (TypeError, ValueError):
-            signature = name + "(...)"
-        return {"name": name, "signature": signature, "doc": inspect.getdoc(fn) or ""}
+        return {"name": name, "signature": _signature(name, fn), "doc": inspect.getdoc(fn) or ""}
+
+
+def _annotation(value):
+    if isinstance(value, str):  # the stub uses postponed annotations: already source text
+        return value
+    return getattr(value, "__name__", None) or repr(value)
+
+
+def _signature(name, fn):
+    """``name(a: int, b: str = 'x') -> dict``, annotations shown as written."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return name + "(...)"
+    parts = []
+    for param in sig.parameters.values():
+        text = param.name
+        if param.annotation is not param.empty:
+            text += ": " + _annotation(param.annotation)
+        if param.default is not param.empty:
+            text += " = " + repr(param.default)
+        parts.append(text)
+    returns = ""
+    if sig.return_annotation is not sig.empty:
+        returns = " -> " + _annotation(sig.return_annotation)
+    return "%s(%s)%s" % (name, ", ".join(parts), returns)

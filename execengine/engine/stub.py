@@ -26,6 +26,8 @@ TEMPLATE = "hermes_tools.py.j2"
 _RESERVED = frozenset({"_call", "_acall", "_args", "aio", "ToolCallError", "json_parse",
                        "shell_quote", "retry", "mcp", "search_tools", "describe_tool",
                        "_Catalogue", "_catalogue"})
+#: the stub parameter carrying a tool's parameters that are not Python names
+EXTRA = "extra_args"
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
           "array": "list", "object": "dict", "null": "None"}
 
@@ -95,9 +97,19 @@ def stub_function(name: str, schema: Mapping[str, Any]) -> StubFunction:
                 hint += " | None"
             literal = "None"
         parts.append(f"{p}: {hint} = {literal}")
-    packed = "{" + ", ".join(f"{p!r}: {p}" for p in ordered) + "}"
-    doc = _doc(str(schema.get("description", "")), [(p, props[p]) for p in ordered
-                                                    if isinstance(props[p], Mapping)])
+    entries = [f"{p!r}: {p}" for p in ordered]
+    description = str(schema.get("description", ""))
+    # parameters that cannot be Python names (``from``, ``repo-path``: common in MCP
+    # schemas) are still reachable, through one dict argument
+    unnamed = [p for p in props if p not in usable]
+    if unnamed and EXTRA not in props:
+        parts.append(f"{EXTRA}: dict | None = None")
+        entries.append(f"**({EXTRA} or {{}})")
+        description += (f"\n\nParameters that are not Python names go in {EXTRA}="
+                        f"{{...}}: {', '.join(unnamed)}.")
+    packed = "{" + ", ".join(entries) + "}"
+    doc = _doc(description, [(p, props[p]) for p in ordered
+                             if isinstance(props[p], Mapping)])
     return StubFunction(name, ", ".join(parts), "dict", doc, packed, tuple(optional))
 
 

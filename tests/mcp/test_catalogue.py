@@ -40,7 +40,7 @@ print(mcp_gen_archive_invoice_7(id="42")["result"])
     assert result.status == "success", result.stderr
     lines = result.output.splitlines()
     assert lines[0].startswith("mcp_gen_archive_invoice_")
-    assert lines[1].startswith(lines[0] + "(id: 'str', limit: 'int' = 10")
+    assert lines[1].startswith(lines[0] + "(id: str, limit: int = 10")
     assert lines[2] == "archive_invoice_7:42:10:False"
 
 

@@ -51,7 +51,7 @@ print(mcp.toy.echo.__doc__)
     assert result.status == "success", result.stderr
     lines = result.output.splitlines()
     assert lines[0] == "mcp_toy_add"
-    assert lines[1] == "mcp_toy_slow(seconds: 'float', tag: 'str') -> 'dict'"
+    assert lines[1] == "mcp_toy_slow(seconds: float, tag: str) -> dict"
     assert "mcp_toy_slow" in lines[2]
     assert lines[3] == "Return the text unchanged."
 
