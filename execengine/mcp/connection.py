@@ -110,7 +110,11 @@ class ServerConnection:
             await self._start_once()
 
     async def _start_once(self) -> None:
-        params = expand_server(self.name, self.config, self._environ, self._origins)
+        try:
+            params = expand_server(self.name, self.config, self._environ, self._origins)
+        except McpError as exc:
+            self.state, self.error = "failed", str(exc)
+            raise
         self.state = "starting"
         self._gen += 1
         gen = self._gen

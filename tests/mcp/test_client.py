@@ -74,7 +74,8 @@ def test_unset_variable_is_an_error_naming_file_line_and_key(mcp_registry, tmp_p
     err = reg.load_errors["mcp server toy"]
     assert f"{tmp_path / 'config.yaml'}:7: mcp_servers.toy.env.T" in err
     assert "${NOT_SET_ANYWHERE} is not set" in err
-    assert manager.status()[0].state != "ready"
+    assert manager.status()[0].state == "failed"
+    assert "${NOT_SET_ANYWHERE} is not set" in manager.status()[0].error
 
 
 def test_crash_mid_call_gives_a_clear_error_and_the_server_comes_back(mcp_registry):
