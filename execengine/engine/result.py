@@ -18,6 +18,9 @@ Status = Literal["success", "error", "timeout", "interrupted"]
 
 NO_CODE = "No code provided."
 INTERRUPTED = "[execution interrupted — user sent a new message]"
+#: before the timeout message where it ends ``output``
+TIMEOUT_MARK = "⏰ "
+STDERR_HEADER = "\n\n--- stderr ---\n"
 
 
 def timeout_message(seconds: float) -> str:
@@ -26,6 +29,12 @@ def timeout_message(seconds: float) -> str:
 
 def exit_message(code: int) -> str:
     return f"Script exited with code {code}"
+
+
+def with_stderr(output: str, stderr: str) -> str:
+    """A failed script's output with its stderr (the traceback) after it, so a host that
+    shows only ``output`` still shows why it failed."""
+    return output + STDERR_HEADER + stderr.strip("\n") if stderr.strip() else output
 
 
 def no_hello_message(seconds: float) -> str:
@@ -47,9 +56,16 @@ class ExecutionResult:
     stdout_bytes_omitted: int = 0
     stderr_truncated: bool = False
     stderr_bytes_total: int = 0
-    #: the full stdout, when it was truncated
+    #: the full stdout, when it was truncated (or its first bytes, see below)
     full_output_path: str | None = None
+    #: False when the output outgrew the spill file's cap: the file then holds only the
+    #: first ``full_output_bytes`` bytes
+    full_output_complete: bool = True
+    full_output_bytes: int = 0
     hint: str | None = None
+    #: set when nothing started: "approval" (the whole-script gate) or "hook" (a
+    #: ``pre_tool_call`` hook); the reason is in ``error``
+    refused_by: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -78,10 +94,15 @@ class ExecutionResult:
             out["stdout_bytes_omitted"] = self.stdout_bytes_omitted
             if self.full_output_path:
                 out["full_output_path"] = self.full_output_path
+                if not self.full_output_complete:
+                    out["full_output_complete"] = False
+                    out["full_output_bytes"] = self.full_output_bytes
         if self.stderr_truncated:
             out["stderr_truncated"] = True
         if self.hint:
             out["hint"] = self.hint
+        if self.refused_by:
+            out["refused_by"] = self.refused_by
         return out
 
     def to_json(self) -> str:
@@ -91,6 +112,11 @@ class ExecutionResult:
 
 def no_code_result() -> ExecutionResult:
     return ExecutionResult("error", error=NO_CODE)
+
+
+def refused_result(message: str, by: str) -> ExecutionResult:
+    """Nothing started: the approval gate or a ``pre_tool_call`` hook said no."""
+    return ExecutionResult("error", error=message, refused_by=by)
 
 
 _NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
@@ -114,6 +140,10 @@ def hint_for(result: ExecutionResult, allowed: Iterable[str]) -> str | None:
         return ("Do less per execution, or run slow tool calls concurrently (threads or "
                 "`from hermes_tools import aio`).")
     if result.stdout_truncated:
-        where = f" (full output: {result.full_output_path})" if result.full_output_path else ""
+        where = ""
+        if result.full_output_path:
+            what = ("full output" if result.full_output_complete
+                    else f"first {result.full_output_bytes:,} bytes of the output")
+            where = f" ({what}: {result.full_output_path})"
         return f"Print less: summarise or filter inside the script{where}."
     return None
