@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
@@ -12,15 +10,6 @@ from execengine.engine import Engine
 from execengine.launch.local import LocalLauncher
 from execengine.mcp import attach
 from execengine.registry import ToolRegistry
-
-TOY = str(Path(__file__).parent / "servers" / "toy.py")
-BIN = Path(sys.executable).parent
-
-
-def toy_server(name: str, *extra: str, **options: str) -> str:
-    args = ", ".join([repr(TOY), *map(repr, extra)])
-    opts = "".join(f"    {k}: {v}\n" for k, v in options.items())
-    return f"  {name}:\n    command: {sys.executable}\n    args: [{args}]\n{opts}"
 
 
 @pytest.fixture
@@ -63,8 +52,3 @@ def mcp_registry(tmp_path, no_leaks):
         eng.close()
     for reg in made:
         reg.close()
-
-
-def run_script(reg: ToolRegistry, code: str, **kw):
-    with Engine(registry=reg, launcher=LocalLauncher()) as engine:
-        return engine.execute(code, **kw)

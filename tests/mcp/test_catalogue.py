@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import TOY
+from _mcp_helpers import TOY
 
 from execengine.bench.tokens import TokenCounter
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import TOY
+from _mcp_helpers import TOY
 
 from execengine.cli import main
 

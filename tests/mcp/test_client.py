@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from conftest import TOY, run_script, toy_server
+from _mcp_helpers import TOY, run_script, toy_server
 
 from execengine.engine.allowed import allowed_tools
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import BIN, run_script
+from _mcp_helpers import BIN, run_script
 
 ROOT = Path(__file__).resolve().parents[2]
 

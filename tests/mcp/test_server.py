@@ -13,7 +13,6 @@ import urllib.request
 
 import anyio
 import pytest
-from conftest import toy_server  # noqa: F401  (fixtures live there)
 
 SCRIPT = """
 from hermes_tools import read_file
@@ -24,7 +23,10 @@ print(read_file({path!r})["content"].strip().upper())
 @pytest.fixture
 def setup(tmp_path, no_leaks):
     config = tmp_path / "config.yaml"
-    config.write_text("code_execution: {isolation: none, mode: strict}\n")
+    # isolation none keeps these tests fast and runnable unprivileged; an MCP client cannot
+    # answer an approval prompt, so this trusted test host allows unsandboxed scripts
+    config.write_text("code_execution: {isolation: none, mode: strict}\n"
+                      "approvals: {execute_code: allow}\n")
     data = tmp_path / "data.txt"
     data.write_text("hello over mcp\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
