@@ -5,10 +5,12 @@ One YAML file, ``config.yaml``, is found by (first match wins): an explicit path
 below apply. It is parsed once into the frozen dataclasses of this module; the rest of the
 library only ever sees these objects.
 
-Every option is declared with :func:`option`: its default, a one-line doc (shown by
-``execengine config show`` and in the README's reference) and its constraints. The loader in
-:mod:`execengine._configload` validates against exactly these declarations, so a new option
-is one line here.
+Every option is declared with :func:`option`: its type (choices are ``Literal`` types), its
+default, a one-line doc (shown by ``execengine config show`` and in the README's reference)
+and its range. The loader in :mod:`execengine._configload` and the dataclasses themselves
+(``__post_init__``) validate against exactly these declarations, so a section built in code,
+``CodeExecutionConfig(timeout=-1)``, fails like the same value in config.yaml, and a new
+option is one line here.
 """
 
 from __future__ import annotations
@@ -17,22 +19,28 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
-ISOLATION_LEVELS = ("none", "restricted", "isolated")
+from execengine import _configload
+from execengine._configcheck import bad_placeholder, choices_of, field_types, validate_section
+from execengine.errors import ConfigError
+
+IsolationLevel = Literal["none", "restricted", "isolated"]
+ISOLATION_LEVELS: tuple[IsolationLevel, ...] = get_args(IsolationLevel)
+Mode = Literal["project", "strict"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 def option(
     default: Any,
     doc: str,
     *,
-    choices: tuple[Any, ...] | None = None,
     min: float | None = None,
     max: float | None = None,
     secret: bool = False,
 ) -> Any:
     """Declare a config option (a dataclass field with validation metadata)."""
-    meta = {"doc": doc, "choices": choices, "min": min, "max": max, "secret": secret}
+    meta = {"doc": doc, "min": min, "max": max, "secret": secret}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple or a section for mutable defaults")
     return field(default=default, metadata=meta)
@@ -44,10 +52,7 @@ def section(cls: type, doc: str) -> Any:
 
 
 def named_sections(cls: type, doc: str) -> Any:
-    """Declare a mapping of user-chosen names to sections of type ``cls`` (``mcp_servers``).
-
-    ``cls`` may define ``check(self) -> str | None`` for rules across its options; the
-    loader reports the message at the entry's line."""
+    """Declare a mapping of user-chosen names to sections of type ``cls`` (``mcp_servers``)."""
     return field(default_factory=dict, metadata={"doc": doc, "named": cls})
 
 
@@ -57,13 +62,24 @@ def string_map(doc: str, *, secret: bool = False) -> Any:
                                                  "secret": secret})
 
 
+class _Section:
+    """Validates its options when built (in code or from YAML)."""
+
+    #: the dotted key of the section, for error messages
+    KEY = ""
+
+    def __post_init__(self) -> None:
+        validate_section(self, self.KEY)
+
+
 @dataclass(frozen=True)
-class CodeExecutionConfig:
-    mode: str = option(
+class CodeExecutionConfig(_Section):
+    KEY = "code_execution"
+
+    mode: Mode = option(
         "project",
         "project: the session's cwd and project interpreter; strict: host interpreter in a "
         "private staging directory",
-        choices=("project", "strict"),
     )
     timeout: float = option(300.0, "wall-clock limit of one execution, seconds", min=0.1)
     max_tool_calls: int = option(50, "tool calls allowed per execution", min=0)
@@ -99,11 +115,11 @@ class CodeExecutionConfig:
         None, "interpreter for project mode (default: $VIRTUAL_ENV, $CONDA_PREFIX, host)"
     )
     tz: str | None = option(None, "TZ passed to the child")
-    isolation: str = option(
-        "auto", "OS isolation level", choices=("auto", *ISOLATION_LEVELS)
+    isolation: Literal["auto", "none", "restricted", "isolated"] = option(
+        "auto", "OS isolation level"
     )
-    min_isolation: str | None = option(
-        None, "fail instead of running below this level", choices=(None, *ISOLATION_LEVELS)
+    min_isolation: IsolationLevel | None = option(
+        None, "fail instead of running below this level"
     )
     network: bool = option(False, "allow network access from scripts at level isolated")
     memory_mb: int = option(1024, "memory limit of one execution, MiB", min=16)
@@ -116,8 +132,10 @@ class CodeExecutionConfig:
 
 
 @dataclass(frozen=True)
-class TerminalConfig:
-    backend: str = option("local", "terminal backend", choices=("local",))
+class TerminalConfig(_Section):
+    KEY = "terminal"
+
+    backend: Literal["local"] = option("local", "terminal backend")
     cwd: str | None = option(None, "working directory of new sessions (default: process cwd)")
     env_passthrough: tuple[str, ...] = option(
         (), "environment variables passed to children even if they look secret"
@@ -132,49 +150,57 @@ class TerminalConfig:
 
 
 @dataclass(frozen=True)
-class ApprovalsConfig:
-    mode: str = option(
+class ApprovalsConfig(_Section):
+    KEY = "approvals"
+
+    mode: Literal["ask", "smart", "deny", "allow"] = option(
         "ask",
         "ask: prompt (deny when nobody can answer); smart: classifier, then ask; "
         "deny: refuse flagged commands; allow: run them (hard blocks still refused)",
-        choices=("ask", "smart", "deny", "allow"),
     )
     command_allowlist: tuple[str, ...] = option(
         (), "dangerous-pattern descriptions approved permanently"
     )
     timeout: float = option(60.0, "seconds to wait for an answer before denying", min=1.0)
-    execute_code: str = option(
+    execute_code: Literal["auto", "ask", "allow", "deny"] = option(
         "auto",
         "approval of whole execute_code scripts before they start: auto: run without asking "
         "when sandboxed (isolation restricted or isolated) with tool calls checked like the "
         "agent's own, else ask; ask: ask per approvals.mode (deny when nobody can answer); "
         "allow: run every script; deny: never run scripts",
-        choices=("auto", "ask", "allow", "deny"),
     )
 
 
 @dataclass(frozen=True)
-class ToolsetsConfig:
+class ToolsetsConfig(_Section):
+    KEY = "toolsets"
+
     enabled: tuple[str, ...] | None = option(None, "toolsets offered (default: all)")
     disabled: tuple[str, ...] = option((), "toolsets removed from the offer")
 
 
 @dataclass(frozen=True)
-class SearxngConfig:
+class SearxngConfig(_Section):
+    KEY = "web.searxng"
+
     url: str | None = option(None, "base URL of a SearXNG instance with the JSON API enabled")
 
 
 @dataclass(frozen=True)
-class KeyedProviderConfig:
+class KeyedProviderConfig(_Section):
+    KEY = "web.<provider>"
+
     api_key: str | None = option(None, "API key (prefer api_key_env)", secret=True)
     api_key_env: str | None = option(None, "environment variable holding the API key")
     url: str | None = option(None, "endpoint override (default: the provider's public API)")
 
 
 @dataclass(frozen=True)
-class WebConfig:
-    provider: str | None = option(
-        None, "web_search provider", choices=(None, "searxng", "brave", "tavily")
+class WebConfig(_Section):
+    KEY = "web"
+
+    provider: Literal["searxng", "brave", "tavily"] | None = option(
+        None, "web_search provider"
     )
     searxng: SearxngConfig = section(SearxngConfig, "SearXNG provider")
     brave: KeyedProviderConfig = section(KeyedProviderConfig, "Brave Search provider")
@@ -196,7 +222,9 @@ class WebConfig:
 
 
 @dataclass(frozen=True)
-class FilesConfig:
+class FilesConfig(_Section):
+    KEY = "files"
+
     denied_paths: tuple[str, ...] = option(
         (
             "~/.ssh",
@@ -216,14 +244,18 @@ class FilesConfig:
 
 
 @dataclass(frozen=True)
-class PluginsConfig:
+class PluginsConfig(_Section):
+    KEY = "plugins"
+
     directory: str | None = option(None, "folder of plugin modules (*.py or packages)")
     entry_points: bool = option(True, "load plugins from the execengine.plugins entry points")
     disabled: tuple[str, ...] = option((), "plugin names not to load")
 
 
 @dataclass(frozen=True)
-class AgentConfig:
+class AgentConfig(_Section):
+    KEY = "agent"
+
     base_url: str | None = option(None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
     model: str | None = option(None, "model name (default: $EXECENGINE_MODEL)")
     api_key_env: str = option("OPENAI_API_KEY", "environment variable holding the API key")
@@ -237,16 +269,20 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
-class McpToolFilter:
+class McpToolFilter(_Section):
+    KEY = "mcp_servers.<name>.tools"
+
     include: tuple[str, ...] | None = option(
         None, "only these tools of the server are registered (default: all)")
     exclude: tuple[str, ...] = option((), "tools of the server not registered")
 
 
 @dataclass(frozen=True)
-class McpServerConfig:
-    """One MCP server (see docs/mcp.md); ``${VAR}`` in env, headers, args and url is taken
-    from the host environment when the server starts."""
+class McpServerConfig(_Section):
+    """One MCP server (see docs/mcp.md); ``${VAR}`` in command, args, env, cwd, url and
+    headers is taken from the host environment when the server starts."""
+
+    KEY = "mcp_servers.<name>"
 
     command: str | None = option(None, "stdio: the program that runs the server")
     args: tuple[str, ...] = option((), "stdio: its arguments")
@@ -261,18 +297,24 @@ class McpServerConfig:
     connect_timeout: float = option(
         60.0, "limit of starting the server and its handshake, seconds", min=0.1)
     enabled: bool = option(True, "false: keep the entry but do not start or register it")
-    startup: str = option(
-        "lazy", "lazy: start when its tools are first needed; eager: when the registry is "
-        "built", choices=("lazy", "eager"))
+    startup: Literal["lazy", "eager"] = option(
+        "lazy", "lazy: start on the first call when its tool list is cached (mcp.cache_dir), "
+        "else at once; eager: when the registry is built")
     tools: McpToolFilter = section(McpToolFilter, "which of the server's tools are registered")
 
-    def check(self) -> str | None:
-        import re
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        problem = self.problem()
+        if problem:
+            raise ConfigError(problem, key=self.KEY)
 
-        for value in (self.command, self.cwd, self.url, *self.args):
-            for ref in re.findall(r"\$\{([^}]*)\}", value or ""):
-                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ref):
-                    return f"${{...}} must hold an environment variable name, got ${{{ref}}}"
+    def problem(self) -> str | None:
+        """What is wrong across options (the loader reports it at the server's line)."""
+        for value in (self.command, self.cwd, self.url, *self.args,
+                      *self.env.values(), *self.headers.values()):
+            bad = bad_placeholder(value or "")
+            if bad:
+                return f"${{...}} must hold an environment variable name, got {bad!r}"
         if bool(self.command) == bool(self.url):
             return "give either command (a stdio server) or url (a streamable HTTP server)"
         if self.url and (self.args or self.env or self.cwd):
@@ -285,7 +327,9 @@ class McpServerConfig:
 
 
 @dataclass(frozen=True)
-class McpConfig:
+class McpConfig(_Section):
+    KEY = "mcp"
+
     tool_search_threshold: int = option(
         40, "above this many MCP tools, the model sees servers only (not each tool) and "
         "scripts discover tools with search_tools() / describe_tool()", min=0)
@@ -301,8 +345,9 @@ class McpConfig:
 
 
 @dataclass(frozen=True)
-class Config:
-    """The whole configuration. Build with :func:`load_config` or ``Config()``."""
+class Config(_Section):
+    """The whole configuration. Build with :func:`load_config` or ``Config()``; every
+    value is validated when built (:class:`~execengine.errors.ConfigError`)."""
 
     code_execution: CodeExecutionConfig = section(CodeExecutionConfig, "the execute_code engine")
     terminal: TerminalConfig = section(TerminalConfig, "the terminal tool")
@@ -331,9 +376,7 @@ class Config:
 
     def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = "override") -> Config:
         """A copy with dotted keys replaced, validated like the file (``ConfigError``)."""
-        from execengine._configload import apply_overrides
-
-        return apply_overrides(self, overrides, origin=origin)
+        return _configload.apply_overrides(self, overrides, origin=origin)
 
     def config_path(self) -> Path | None:
         return Path(self.source) if self.source else None
@@ -361,8 +404,17 @@ def iter_options(
     return out
 
 
+def option_choices(cls: type, name: str) -> tuple[Any, ...] | None:
+    """The allowed values of an option declared with a ``Literal`` type, else None."""
+    return choices_of(field_types(cls)[name])
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Find, read and validate ``config.yaml`` (see the module docstring for the order)."""
-    from execengine._configload import load
+    return _configload.load(path, Config)
 
-    return load(path)
+
+def parse_config(text: str, *, source: str = "<string>") -> Config:
+    """Validate YAML text into a :class:`Config` (``ConfigError`` on any problem)."""
+    return _configload.parse(text, Config, source=source)
+

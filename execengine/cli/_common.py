@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from execengine.config import Config, load_config
+from execengine.mcp.manager import attach
 from execengine.registry import ToolRegistry
 
 
@@ -20,8 +21,6 @@ def registry_from(args: argparse.Namespace, config: Config | None = None) -> Too
     MCP servers stop with it)."""
     registry = ToolRegistry.with_builtins(config or config_from(args))
     if registry.config.mcp_servers:
-        from execengine.mcp import attach
-
         try:
             attach(registry)
         except BaseException:

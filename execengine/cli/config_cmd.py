@@ -8,7 +8,7 @@ from typing import Any
 
 from execengine._configload import find_config
 from execengine.cli._common import config_from, print_json, table
-from execengine.config import iter_options
+from execengine.config import Config, iter_options, option_choices
 
 
 def add_parser(sub: Any) -> None:
@@ -71,7 +71,9 @@ def reference_table() -> str:
     lines = ["| key | default | meaning |", "|---|---|---|"]
     for key, f in iter_options():
         doc = f.metadata.get("doc", "")
-        choices = f.metadata.get("choices")
+        section, _, name = key.rpartition(".")
+        owner = _owner(section)
+        choices = option_choices(owner, name)
         if choices:
             doc += " (" + " / ".join(_fmt(c) for c in choices) + ")"
         default = f.default
@@ -81,6 +83,19 @@ def reference_table() -> str:
             else _fmt(default)
         lines.append(f"| `{key}` | `{shown}` | {doc} |")
     return "\n".join(lines)
+
+
+def _owner(section: str) -> type:
+    """The dataclass holding the options of ``section`` (``mcp_servers.<name>.tools``)."""
+    owner: type = Config
+    parts = section.split(".") if section else []
+    while parts:
+        f = next(f for f in dataclasses.fields(owner) if f.name == parts[0])
+        if f.metadata.get("named"):
+            owner, parts = f.metadata["named"], parts[2:]  # skip the entry's name
+        else:
+            owner, parts = f.default_factory, parts[1:]  # type: ignore[assignment]
+    return owner
 
 
 def run_reference(args: argparse.Namespace) -> int:

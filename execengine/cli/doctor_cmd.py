@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from execengine.cli._common import config_from, print_json, table
+from execengine.cli._common import config_from, print_json, registry_from, table
+from execengine.cli.tools_cmd import mcp_status, print_mcp_status
 from execengine.errors import IsolationError
+from execengine.isolation.choose import choose_level
+from execengine.isolation.detect import detect
 
 
 def add_parser(sub: Any) -> None:
@@ -20,8 +23,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from execengine.isolation.choose import choose_level
-    from execengine.isolation.detect import detect
 
     config = config_from(args)
     ce = config.code_execution
@@ -49,8 +50,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"configured: isolation={ce.isolation}, min_isolation={ce.min_isolation or '-'}"
           f" -> {chosen or 'ERROR'}")
     if servers:
-        from execengine.cli.tools_cmd import print_mcp_status
-
         print()
         print_mcp_status(servers)
     if problem:
@@ -63,8 +62,5 @@ def _mcp_servers(args: argparse.Namespace, config: Any) -> list[dict[str, Any]]:
     """Start the configured MCP servers once and report each one's state."""
     if not config.mcp_servers:
         return []
-    from execengine.cli._common import registry_from
-    from execengine.cli.tools_cmd import mcp_status
-
     with registry_from(args, config) as reg:
         return mcp_status(reg)

@@ -7,7 +7,9 @@ import os
 from typing import Any
 
 from execengine.cli._common import config_from, registry_from
+from execengine.engine import Engine
 from execengine.errors import McpError
+from execengine.mcp.server import parse_address, serve_http, serve_stdio
 
 
 def add_parser(sub: Any) -> None:
@@ -28,9 +30,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio
-
-    from execengine.mcp.server import parse_address, serve_http, serve_stdio
+    import anyio  # the [mcp] extra
 
     config = config_from(args)
     token = None
@@ -39,8 +39,6 @@ def run(args: argparse.Namespace) -> int:
         if not token:
             raise McpError(f"--token-env {args.token_env}: the variable is not set or empty")
     serve_tools = True if args.tools else None
-    from execengine.engine import Engine
-
     with registry_from(args, config) as registry, Engine(config, registry):
         if args.http:
             host, port = parse_address(args.http)

@@ -108,7 +108,8 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
             stop.set()
     if "error" in box:
         raise box["error"]
-    return box["result"]
+    result: ExecutionResult = box["result"]
+    return result
 
 
 def _print_human(result: ExecutionResult) -> None:

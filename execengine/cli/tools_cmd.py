@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from execengine.cli._common import print_json, registry_from, table
+from execengine.mcp.manager import SERVICE
 
 
 def add_parser(sub: Any) -> None:
@@ -30,8 +31,6 @@ def run_tools(args: argparse.Namespace) -> int:
 
 def mcp_status(reg: Any) -> list[dict[str, Any]]:
     """Each configured MCP server's state (empty without MCP servers)."""
-    from execengine.mcp.manager import SERVICE
-
     if not reg.config.mcp_servers:
         return []
     manager = reg.service(SERVICE, lambda r: None)

@@ -24,7 +24,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
+import warnings
 from collections import deque
 from collections.abc import Iterable
 from concurrent.futures import Future
@@ -83,7 +85,6 @@ class RpcServer:
             self._call("open", channel)
         except BaseException:
             channel.closed = True
-            import shutil
 
             shutil.rmtree(socket_dir, ignore_errors=True)
             raise
@@ -120,7 +121,6 @@ class RpcServer:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and self._thread is not None:
-            import warnings
 
             warnings.warn("RpcServer was not closed", ResourceWarning, stacklevel=1)
 
@@ -283,7 +283,6 @@ class RpcServer:
                                                  self.max_message_bytes))
             return
         b.peers[ident] = False
-        channel.denied_peers += 1
         why = ("bad credentials" if isinstance(msg, protocol.Hello)
                else "the first message must be a hello")
         self._send(b, ident, protocol.denied(why))

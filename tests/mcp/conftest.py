@@ -5,7 +5,7 @@ import time
 import psutil
 import pytest
 
-from execengine._configload import parse
+from execengine.config import parse_config as parse
 from execengine.engine import Engine
 from execengine.launch.local import LocalLauncher
 from execengine.mcp import attach

@@ -198,7 +198,7 @@ def test_stderr_goes_to_the_log(mcp_registry, caplog):
     ("  x:\n    command: a\n    startup: soon\n", "expected one of 'lazy', 'eager'"),
 ])
 def test_bad_config_names_file_line_and_key(bad, message):
-    from execengine._configload import parse
+    from execengine.config import parse_config as parse
     from execengine.errors import ConfigError
 
     with pytest.raises(ConfigError, match="c.yaml:[0-9]+:[0-9]+: mcp_servers.x") as info:

@@ -145,7 +145,7 @@ def test_binding_beyond_loopback_without_a_token_is_refused(setup):
 
 
 def test_serve_tools_exposes_the_tools_too(setup):
-    from execengine._configload import parse
+    from execengine.config import parse_config as parse
     from execengine.engine import Engine
     from execengine.mcp.server import offered_tools
     from execengine.registry import ToolRegistry

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace as NS
 
-from execengine._configload import parse
+from execengine.config import parse_config as parse
 from execengine.mcp.manager import McpManager
 from execengine.mcp.names import sanitize, short_name, tool_name
 from execengine.mcp.results import to_value
