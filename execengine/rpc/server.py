@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 BATCH = 64
 #: peers remembered per channel; more connections than this are ignored
 MAX_PEERS = 256
+#: messages held while the channel does not yet know which uid its child runs as
+MAX_PENDING = 64
 
 
 class _Bound:
@@ -54,6 +56,10 @@ class _Bound:
         self.channel = channel
         self.sock = sock
         self.peers: dict[bytes, bool] = {}  # identity -> authenticated
+        #: uids allowed to connect (SO_PEERCRED); None: not known yet (with the channel's
+        #: ``check_peer`` messages wait for :meth:`RpcServer.expect_peer`, else no check)
+        self.uids: frozenset[int] | None = None
+        self.pending: list[tuple[list[bytes], int | None]] = []
 
 
 class RpcServer:
@@ -75,12 +81,14 @@ class RpcServer:
     # -- public API (any thread) -------------------------------------------------------
 
     def open(self, *, exec_id: str, token: str, allowed: Iterable[str],
-             handler: CallHandler, max_tool_calls: int) -> Channel:
-        """Bind a new channel; :class:`TransportError` when it cannot."""
+             handler: CallHandler, max_tool_calls: int, check_peer: bool = False) -> Channel:
+        """Bind a new channel; :class:`TransportError` when it cannot. ``check_peer``: no
+        message is parsed until :meth:`expect_peer` names the uid the child runs as."""
         socket_dir = make_socket_dir(self.socket_base)
         channel = Channel(self, exec_id=exec_id, token=token, allowed=allowed, handler=handler,
                           max_tool_calls=max_tool_calls, socket_dir=socket_dir,
                           max_parallel=self.max_parallel_calls)
+        channel.check_peer = check_peer
         try:
             self._call("open", channel)
         except BaseException:
@@ -89,6 +97,12 @@ class RpcServer:
             shutil.rmtree(socket_dir, ignore_errors=True)
             raise
         return channel
+
+    def expect_peer(self, channel: Channel, uids: Iterable[int]) -> None:
+        """Only processes of these uids may talk on ``channel`` (checked on the peer's
+        credentials, ``SO_PEERCRED``, before anything it sent is parsed). Messages that
+        arrived before this call are judged now."""
+        self._call("expect", (channel, frozenset(uids)))
 
     def release(self, channel: Channel) -> None:
         """Unbind ``channel``'s socket (called by :meth:`Channel.close`)."""
@@ -226,6 +240,15 @@ class RpcServer:
             by_sock[sock] = b
             poller.register(sock, zmq.POLLIN)
             return None
+        if kind == "expect":
+            channel, uids = arg
+            b = bound.get(channel)
+            if b is not None:
+                b.uids = uids
+                pending, b.pending = b.pending, []
+                for frames, uid in pending:
+                    self._handle(b, frames, uid)
+            return None
         if kind == "close":
             b = bound.pop(arg, None)
             if b is not None:
@@ -244,20 +267,33 @@ class RpcServer:
     def _drain(self, b: _Bound) -> None:
         for _ in range(BATCH):
             try:
-                frames = b.sock.recv_multipart(zmq.NOBLOCK)
+                raw = b.sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return
             except zmq.ZMQError as exc:  # pragma: no cover - defensive
                 log.debug("recv on %s failed: %s", b.channel.exec_id, exc)
                 return
-            self._handle(b, frames)
+            frames = [f.bytes for f in raw]
+            uid = None if b.peers.get(frames[0]) else _peer_uid(raw[-1])
+            self._handle(b, frames, uid)
 
-    def _handle(self, b: _Bound, frames: list[bytes]) -> None:
+    def _handle(self, b: _Bound, frames: list[bytes], uid: int | None = None) -> None:
         ident = frames[0]
         authed = b.peers.get(ident)
         if authed is False:
             return  # denied earlier: ignored for good
         if authed is None:
+            # the peer's credentials first, before anything it sent is parsed
+            if b.channel.check_peer and b.uids is None:
+                if len(b.pending) < MAX_PENDING:
+                    b.pending.append((frames, uid))
+                return
+            if b.uids is not None and (uid is None or uid not in b.uids):
+                b.peers[ident] = False
+                b.channel.denied_peers += 1
+                log.warning("execution %s: a process of uid %s connected to its socket; "
+                            "ignored", b.channel.exec_id, uid)
+                return
             self._greet(b, ident, frames)
             return
         if len(frames) != 2:
@@ -357,3 +393,19 @@ def busy_message(workers: int) -> str:
     return (f"Tool call refused: all {workers} host worker threads for tool calls are busy "
             "(calls that never returned hold them; see code_execution.max_tool_threads). "
             "Try again later.")
+
+
+def _peer_uid(frame: zmq.Frame) -> int | None:
+    """The uid of the process that sent ``frame``: libzmq reads the connection's
+    ``SO_PEERCRED`` when it accepts an ipc connection and reports it in the frame's
+    ``Peer-Address`` as ``<host>:<uid>:<gid>:<pid>``. None when unknown."""
+    try:
+        address = frame.get("Peer-Address")
+    except (zmq.ZMQError, AttributeError):
+        return None
+    parts = str(address).rsplit(":", 3)
+    try:
+        return int(parts[1]) if len(parts) == 4 else None
+    except ValueError:
+        return None
+
