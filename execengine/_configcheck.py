@@ -8,9 +8,10 @@ themselves when built in code, so ``CodeExecutionConfig(timeout=-1)`` fails exac
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from execengine.errors import ConfigError, did_you_mean
@@ -52,11 +53,40 @@ def choices_of(hint: Any) -> tuple[Any, ...] | None:
     return (None, *values) if optional else values
 
 
+_PLACEHOLDER = re.compile(r"\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def bad_placeholder(value: str) -> str | None:
+    """The first ``${...}`` in ``value`` that does not hold a variable name, else None
+    (references are expanded from the environment at use time: execengine.mcp.expand)."""
+    for match in _PLACEHOLDER.finditer(value):
+        if not _ENV_NAME.fullmatch(match.group(1)):
+            return match.group(0)
+    return None
+
+
 def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any],
                 fail: Fail = _plain) -> Any:
     """Coerce and check one value; returns the value to store (ints become floats where
     a float is declared, a list or a single string becomes a tuple)."""
     meta = f.metadata
+    if meta.get("string_map"):
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise fail(key, f"expected a mapping of strings, got {value!r}")
+        for k, v in value.items():
+            bad = bad_placeholder(v)
+            if bad:
+                raise fail(f"{key}.{k}", f"${{...}} must hold an environment variable "
+                                         f"name, got {bad!r}")
+        return value
+    if meta.get("named"):
+        cls = meta["named"]
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, cls) for k, v in value.items()):
+            raise fail(key, f"expected a mapping of names to {cls.__name__}, got {value!r}")
+        return value
     optional, base = unwrap_optional(hint)
     if value is None:
         if optional:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from execengine._configcheck import check_value, field_types
+from execengine._configcheck import bad_placeholder, check_value, field_types
 from execengine.errors import ConfigError, did_you_mean
 
 C = TypeVar("C")
@@ -142,10 +143,58 @@ def _build(
                 continue
             sub = hints[name]
             values[name] = sub(**_build(sub, item, key, source, origins))
+        elif f.metadata.get("named"):
+            values[name] = _build_named(f.metadata["named"], item, key, source, origins)
+        elif f.metadata.get("string_map"):
+            values[name] = _string_map(item, key, source, origins)
         else:
             values[name] = check_value(key, item.scalar(), hints[name], f, item.error)
             origins[key] = f"{source}:{item.line}"
     return values
+
+
+#: names of entries in named sections (mcp_servers.<name>)
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _build_named(
+    cls: type, data: _Located, prefix: str, source: str, origins: dict[str, str]
+) -> dict[str, Any]:
+    if data.node.tag == "tag:yaml.org,2002:null":
+        return {}
+    out: dict[str, Any] = {}
+    for name, item in data.mapping(prefix).items():
+        key = _join(prefix, name)
+        if not _NAME.fullmatch(name):
+            raise item.error(key, "names here are letters, digits, '_' and '-' "
+                                  f"(at most 64), got {name!r}")
+        values = _build(cls, item, key, source, origins)
+        try:
+            out[name] = cls(**values)
+        except ConfigError as exc:  # a rule across options: point at the entry
+            raise item.error(key, exc.reason) from None
+        origins.setdefault(key, f"{source}:{item.line}")
+    return out
+
+
+def _string_map(data: _Located, prefix: str, source: str,
+                origins: dict[str, str]) -> dict[str, str]:
+    if data.node.tag == "tag:yaml.org,2002:null":
+        return {}
+    out: dict[str, str] = {}
+    for name, item in data.mapping(prefix).items():
+        key = _join(prefix, name)
+        value = item.scalar()
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise item.error(key, f"expected a string, got {value!r}")
+        out[name] = str(value)
+        bad = bad_placeholder(out[name])
+        if bad:
+            raise item.error(key, f"${{...}} must hold an environment variable name, "
+                                  f"got {bad!r}")
+        origins[key] = f"{source}:{item.line}"
+    origins[prefix] = f"{source}:{data.line}"
+    return out
 
 
 def apply_overrides(config: C, overrides: Mapping[str, Any], *, origin: str) -> C:

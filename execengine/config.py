@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from execengine import _configload
-from execengine._configcheck import choices_of, field_types, validate_section
+from execengine._configcheck import bad_placeholder, choices_of, field_types, validate_section
+from execengine.errors import ConfigError
 
 IsolationLevel = Literal["none", "restricted", "isolated"]
 ISOLATION_LEVELS: tuple[IsolationLevel, ...] = get_args(IsolationLevel)
@@ -48,6 +49,17 @@ def option(
 def section(cls: type, doc: str) -> Any:
     """Declare a nested section."""
     return field(default_factory=cls, metadata={"doc": doc, "section": True})
+
+
+def named_sections(cls: type, doc: str) -> Any:
+    """Declare a mapping of user-chosen names to sections of type ``cls`` (``mcp_servers``)."""
+    return field(default_factory=dict, metadata={"doc": doc, "named": cls})
+
+
+def string_map(doc: str, *, secret: bool = False) -> Any:
+    """Declare an option holding a mapping of strings to strings (environment, headers)."""
+    return field(default_factory=dict, metadata={"doc": doc, "string_map": True,
+                                                 "secret": secret})
 
 
 class _Section:
@@ -325,6 +337,82 @@ class AgentConfig(_Section):
 
 
 @dataclass(frozen=True)
+class McpToolFilter(_Section):
+    KEY = "mcp_servers.<name>.tools"
+
+    include: tuple[str, ...] | None = option(
+        None, "only these tools of the server are registered (default: all)")
+    exclude: tuple[str, ...] = option((), "tools of the server not registered")
+
+
+@dataclass(frozen=True)
+class McpServerConfig(_Section):
+    """One MCP server (see docs/mcp.md); ``${VAR}`` in command, args, env, cwd, url and
+    headers is taken from the host environment when the server starts."""
+
+    KEY = "mcp_servers.<name>"
+
+    command: str | None = option(None, "stdio: the program that runs the server")
+    args: tuple[str, ...] = option((), "stdio: its arguments")
+    env: Mapping[str, str] = string_map(
+        "stdio: environment variables added to the server's (minimal) environment",
+        secret=True)
+    cwd: str | None = option(None, "stdio: working directory of the server")
+    url: str | None = option(None, "streamable HTTP: the server's endpoint")
+    headers: Mapping[str, str] = string_map("streamable HTTP: headers sent with every "
+                                            "request", secret=True)
+    timeout: float = option(120.0, "limit of one tool call, seconds", min=0.1)
+    connect_timeout: float = option(
+        60.0, "limit of starting the server and its handshake, seconds", min=0.1)
+    enabled: bool = option(True, "false: keep the entry but do not start or register it")
+    startup: Literal["lazy", "eager"] = option(
+        "lazy", "lazy: start on the first call when its tool list is cached (mcp.cache_dir), "
+        "else at once; eager: when the registry is built")
+    tools: McpToolFilter = section(McpToolFilter, "which of the server's tools are registered")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        problem = self.problem()
+        if problem:
+            raise ConfigError(problem, key=self.KEY)
+
+    def problem(self) -> str | None:
+        """What is wrong across options (the loader reports it at the server's line)."""
+        for value in (self.command, self.cwd, self.url, *self.args,
+                      *self.env.values(), *self.headers.values()):
+            bad = bad_placeholder(value or "")
+            if bad:
+                return f"${{...}} must hold an environment variable name, got {bad!r}"
+        if bool(self.command) == bool(self.url):
+            return "give either command (a stdio server) or url (a streamable HTTP server)"
+        if self.url and (self.args or self.env or self.cwd):
+            return "args, env and cwd belong to stdio servers (command), not to url"
+        if self.command and self.headers:
+            return "headers belong to HTTP servers (url), not to command"
+        if self.url and not self.url.startswith(("http://", "https://", "${")):
+            return f"url must start with http:// or https://, got {self.url!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class McpConfig(_Section):
+    KEY = "mcp"
+
+    tool_search_threshold: int = option(
+        40, "above this many MCP tools, the model sees servers only (not each tool) and "
+        "scripts discover tools with search_tools() / describe_tool()", min=0)
+    restart_backoff: float = option(
+        1.0, "first delay before restarting a crashed server, seconds (doubles each time, "
+        "up to 30 s)", min=0.0, max=60.0)
+    cache_dir: str | None = option(
+        "~/.execengine/mcp-cache", "where each server's last tool list is kept, so a lazy "
+        "server starts only on its first call (null: no cache, lazy servers start at once)")
+    serve_tools: bool = option(
+        False, "`execengine mcp` also exposes the registry's tools themselves, beside "
+        "execute_code")
+
+
+@dataclass(frozen=True)
 class Config(_Section):
     """The whole configuration. Build with :func:`load_config` or ``Config()``; every
     value is validated when built (:class:`~execengine.errors.ConfigError`)."""
@@ -339,6 +427,9 @@ class Config(_Section):
     ssh: SshConfig = section(SshConfig, "the remote for terminal.backend: ssh")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
+    mcp: McpConfig = section(McpConfig, "MCP client and server behaviour")
+    mcp_servers: Mapping[str, McpServerConfig] = named_sections(
+        McpServerConfig, "MCP servers whose tools are registered (see docs/mcp.md)")
     #: the file this came from, ``None`` for defaults
     source: str | None = field(default=None, compare=False, metadata={"internal": True})
     #: dotted key -> where the value came from ("default", "path:line", "override")
@@ -350,7 +441,7 @@ class Config(_Section):
         """Value of a dotted key path, e.g. ``config.get("code_execution.timeout")``."""
         value: Any = self
         for part in dotted.split("."):
-            value = getattr(value, part)
+            value = value[part] if isinstance(value, Mapping) else getattr(value, part)
         return value
 
     def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = "override") -> Config:
@@ -361,8 +452,13 @@ class Config(_Section):
         return Path(self.source) if self.source else None
 
 
-def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
-    """All leaf options as ``(dotted key, field)``, in declaration order."""
+def iter_options(
+    cls: type = Config, prefix: str = "", *, names: Mapping[str, Any] | None = None
+) -> list[tuple[str, dataclasses.Field[Any]]]:
+    """All leaf options as ``(dotted key, field)``, in declaration order.
+
+    Entries of named sections appear once per name in ``names`` (a config's
+    ``mcp_servers``), or once as ``<name>`` when ``names`` is None."""
     out: list[tuple[str, dataclasses.Field[Any]]] = []
     for f in dataclasses.fields(cls):
         if f.metadata.get("internal"):
@@ -370,6 +466,9 @@ def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, datacl
         key = f"{prefix}{f.name}"
         if f.metadata.get("section"):
             out.extend(iter_options(f.default_factory, key + "."))  # type: ignore[arg-type]
+        elif f.metadata.get("named"):
+            for name in (["<name>"] if names is None else list(names)):
+                out.extend(iter_options(f.metadata["named"], f"{key}.{name}."))
         else:
             out.append((key, f))
     return out

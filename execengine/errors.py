@@ -25,6 +25,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     │   ├── RedirectError           too many redirects, a loop, or one we will not follow
     │   └── ProviderError           a search provider is misconfigured or answered badly
     ├── PluginError                 a plugin could not be loaded or misbehaved
+    ├── McpError                    an MCP server cannot be used: it did not start, crashed,
+    │                               or the SDK extra is not installed
     ├── ModelError                  the agent loop's model endpoint failed
     ├── MemoryFileError             the reference memory tool's file is unusable
     ├── BenchError                  the benchmark harness cannot run
@@ -180,6 +182,11 @@ class ProviderError(WebError):
 
 class PluginError(ExecEngineError):
     """A plugin could not be loaded."""
+
+
+class McpError(ExecEngineError):
+    """An MCP server cannot be used: not installed (the ``mcp`` extra), did not start or
+    finish its handshake in time, crashed, or its connection failed."""
 
 
 class ModelError(ExecEngineError):

@@ -87,6 +87,8 @@ class DefinitionContext:
     available: frozenset[str]
     config: Config
     registry: ToolRegistry
+    #: "model": definitions offered to the model; "script": the functions of a script's stub
+    purpose: Literal["model", "script"] = "model"
 
 
 @dataclass
@@ -346,10 +348,11 @@ class ToolRegistry:
         disabled_toolsets: Iterable[str] | None = None,
         *,
         format: Literal["openai", "anthropic"] = "openai",
+        purpose: Literal["model", "script"] = "model",
     ) -> list[dict[str, Any]]:
         """Schemas of the selected, available tools, after schema patches, sorted by name."""
         names = self.available_tools(enabled_toolsets, disabled_toolsets)
-        ctx = DefinitionContext(frozenset(names), self.config, self)
+        ctx = DefinitionContext(frozenset(names), self.config, self, purpose)
         with self._lock:
             global_patches = list(self._hooks.schema)
         out: list[dict[str, Any]] = []

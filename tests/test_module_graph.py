@@ -25,6 +25,22 @@ LAZY_ALLOWED = {
     ("execengine.batch.ray_executor", "ray.util.scheduling_strategies"),
     ("execengine.batch.node_worker", "ray"),
     ("execengine.batch.driver_tools", "ray"),
+    # the [mcp] extra: the official MCP SDK (and what it brings: anyio, httpx2, uvicorn)
+    ("execengine.cli.mcp_cmd", "anyio"),
+    ("execengine.mcp.connection", "httpx2"),
+    ("execengine.mcp.connection", "mcp"),
+    ("execengine.mcp.connection", "mcp.client.stdio"),
+    ("execengine.mcp.connection", "mcp.client.streamable_http"),
+    ("execengine.mcp.connection", "mcp.shared.exceptions"),
+    ("execengine.mcp.connection", "mcp_types"),
+    ("execengine.mcp.connection", "mcp_types.jsonrpc"),
+    ("execengine.mcp.expand", "mcp.client.stdio"),
+    ("execengine.mcp.manager", "mcp"),
+    ("execengine.mcp.manager", "mcp_types"),
+    ("execengine.mcp.server", "mcp.server.lowlevel"),
+    ("execengine.mcp.server", "mcp.server.stdio"),
+    ("execengine.mcp.server", "mcp_types"),
+    ("execengine.mcp.server", "uvicorn"),
 }
 
 

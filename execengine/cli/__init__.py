@@ -19,6 +19,7 @@ COMMANDS = (
     "execengine.cli.batch_cmd",
     "execengine.cli.chat_cmd",
     "execengine.cli.doctor_cmd",
+    "execengine.cli.mcp_cmd",
     "execengine.cli.bench_cmd",
 )
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from execengine.config import Config, load_config
+from execengine.mcp.manager import attach
 from execengine.registry import ToolRegistry
 
 
@@ -16,7 +17,16 @@ def config_from(args: argparse.Namespace) -> Config:
 
 
 def registry_from(args: argparse.Namespace, config: Config | None = None) -> ToolRegistry:
-    return ToolRegistry.with_builtins(config or config_from(args))
+    """The built-in tools, plugins and the configured MCP servers' tools; close it (the
+    MCP servers stop with it)."""
+    registry = ToolRegistry.with_builtins(config or config_from(args))
+    if registry.config.mcp_servers:
+        try:
+            attach(registry)
+        except BaseException:
+            registry.close()
+            raise
+    return registry
 
 
 def print_json(value: Any) -> None:

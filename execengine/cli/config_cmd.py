@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 from execengine._configload import find_config
@@ -37,7 +38,7 @@ def run_check(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     config = config_from(args)
     rows = []
-    for key, f in iter_options():
+    for key, f in iter_options(names=config.mcp_servers):
         value = config.get(key)
         if f.metadata.get("secret") and value and not args.show_secrets:
             value = "***"
@@ -60,6 +61,8 @@ def _fmt(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, tuple):
         return "[" + ", ".join(value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
     return str(value)
 
 
@@ -69,15 +72,30 @@ def reference_table() -> str:
     for key, f in iter_options():
         doc = f.metadata.get("doc", "")
         section, _, name = key.rpartition(".")
-        owner = type(Config().get(section)) if section else Config
+        owner = _owner(section)
         choices = option_choices(owner, name)
         if choices:
             doc += " (" + " / ".join(_fmt(c) for c in choices) + ")"
         default = f.default
+        if default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
         shown = f"{len(default)} entries" if isinstance(default, tuple) and len(default) > 3 \
             else _fmt(default)
         lines.append(f"| `{key}` | `{shown}` | {doc} |")
     return "\n".join(lines)
+
+
+def _owner(section: str) -> type:
+    """The dataclass holding the options of ``section`` (``mcp_servers.<name>.tools``)."""
+    owner: type = Config
+    parts = section.split(".") if section else []
+    while parts:
+        f = next(f for f in dataclasses.fields(owner) if f.name == parts[0])
+        if f.metadata.get("named"):
+            owner, parts = f.metadata["named"], parts[2:]  # skip the entry's name
+        else:
+            owner, parts = f.default_factory, parts[1:]  # type: ignore[assignment]
+    return owner
 
 
 def run_reference(args: argparse.Namespace) -> int:

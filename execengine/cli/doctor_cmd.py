@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from execengine.cli._common import config_from, print_json, table
+from execengine.cli._common import config_from, print_json, registry_from, table
+from execengine.cli.tools_cmd import mcp_status, print_mcp_status
 from execengine.errors import IsolationError
 from execengine.isolation.choose import choose_level
 from execengine.isolation.detect import detect
@@ -39,10 +40,11 @@ def run(args: argparse.Namespace) -> int:
         chosen, problem = None, str(exc)
     remote = _remote_checks(config)
     failed = [c for c in remote if c.required and not c.ok]
+    servers = _mcp_servers(args, config)
     if args.json:
         data = report.to_json()
         data.update({"configured": ce.isolation, "min_isolation": ce.min_isolation,
-                     "chosen": chosen, "error": problem})
+                     "chosen": chosen, "error": problem, "mcp_servers": servers})
         if config.terminal.backend == "ssh":
             data["remote"] = {"ok": not failed, "checks": [c.to_json() for c in remote]}
         print_json(data)
@@ -62,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"remote (terminal.backend: ssh): {'ok' if not failed else 'FAILED'}")
         print(table([[c.name, "yes" if c.ok else "no", c.detail] for c in remote],
                     ["check", "ok", "detail"]))
+    if servers:
+        print()
+        print_mcp_status(servers)
     if problem:
         print(f"error: {problem}")
         return 1
@@ -72,3 +77,11 @@ def _remote_checks(config: Config) -> list[Check]:
     if config.terminal.backend != "ssh":
         return []
     return check_remote(config)
+
+
+def _mcp_servers(args: argparse.Namespace, config: Any) -> list[dict[str, Any]]:
+    """Start the configured MCP servers once and report each one's state."""
+    if not config.mcp_servers:
+        return []
+    with registry_from(args, config) as reg:
+        return mcp_status(reg)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from execengine.cli._common import print_json, registry_from, table
+from execengine.mcp.manager import SERVICE
 
 
 def add_parser(sub: Any) -> None:
@@ -24,7 +25,28 @@ def add_parser(sub: Any) -> None:
 
 
 def run_tools(args: argparse.Namespace) -> int:
-    reg = registry_from(args)
+    with registry_from(args) as reg:
+        return _list_tools(args, reg)
+
+
+def mcp_status(reg: Any) -> list[dict[str, Any]]:
+    """Each configured MCP server's state (empty without MCP servers)."""
+    if not reg.config.mcp_servers:
+        return []
+    manager = reg.service(SERVICE, lambda r: None)
+    if manager is None:
+        return []
+    return [vars(s) for s in manager.status()]
+
+
+def print_mcp_status(servers: list[dict[str, Any]]) -> None:
+    rows = [[s["name"], s["transport"], s["state"], s["tools"], s["catalogue"], s["restarts"],
+             s["error"] or "-"] for s in servers]
+    print(table(rows, ["MCP SERVER", "TRANSPORT", "STATE", "TOOLS", "CATALOGUE", "RESTARTS",
+                       "ERROR"]))
+
+
+def _list_tools(args: argparse.Namespace, reg: Any) -> int:
     names = sorted(reg.resolve_toolsets(args.toolset)) if args.toolset else reg.names()
     avail = reg.availability(names)
     items: list[dict[str, Any]] = []
@@ -37,7 +59,8 @@ def run_tools(args: argparse.Namespace) -> int:
             "description": e.description.split("\n")[0],
         })
     if args.json:
-        print_json({"tools": items, "load_errors": reg.load_errors})
+        print_json({"tools": items, "load_errors": reg.load_errors,
+                    "mcp_servers": mcp_status(reg)})
         return 0
     rows = []
     for it in items:
@@ -47,13 +70,21 @@ def run_tools(args: argparse.Namespace) -> int:
         env = ",".join(it["requires_env"]) or "-"
         rows.append([it["name"], it["toolset"], status, env])
     print(table(rows, ["TOOL", "TOOLSET", "AVAILABLE", "REQUIRES_ENV"]))
+    servers = mcp_status(reg)
+    if servers:
+        print()
+        print_mcp_status(servers)
     for where, why in reg.load_errors.items():
         print(f"warning: {where} failed to load: {why}")
     return 0
 
 
 def run_toolsets(args: argparse.Namespace) -> int:
-    reg = registry_from(args)
+    with registry_from(args) as reg:
+        return _list_toolsets(args, reg)
+
+
+def _list_toolsets(args: argparse.Namespace, reg: Any) -> int:
     status = reg.toolset_availability()
     items: list[dict[str, Any]] = []
     for name, ts in sorted(reg.toolsets.items()):

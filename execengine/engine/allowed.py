@@ -4,7 +4,7 @@ A script may call the tools the session enabled and has available whose policy s
 ``script_callable`` (see :class:`~execengine.policy.ToolPolicy`). The set is never widened:
 an empty intersection stays empty (fail closed). Agent-level tools are never callable, and
 parameters a tool's policy hides are removed from the script's stub and refused when a
-script sends them anyway.
+script sends them anyway. MCP tools are registered script-callable (execengine.mcp).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from execengine.context import CallContext
+from execengine.mcp.names import sanitize, server_of_toolset, short_name
 from execengine.registry import ToolRegistry
 from execengine.rpc.channel import CallHandler
 from execengine.schema import validate_arguments, violations_message
@@ -40,10 +41,25 @@ def function_schemas(registry: ToolRegistry, names: Iterable[str],
     parameters their policy hides from scripts."""
     wanted = set(names)
     out = []
-    for definition in registry.get_tool_definitions(enabled_toolsets):
+    for definition in registry.get_tool_definitions(enabled_toolsets, purpose="script"):
         fn = definition["function"]
         if fn["name"] in wanted:
             out.append(_without(fn, registry.get(fn["name"]).policy.hidden_params))
+    return out
+
+
+def tool_groups(registry: ToolRegistry, names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """``{server: {short name: tool name}}`` for the MCP tools among ``names`` (the stub's
+    ``mcp.<server>.<tool>`` namespace)."""
+    out: dict[str, dict[str, str]] = {}
+    for name in sorted(names):
+        server = server_of_toolset(registry.get(name).toolset) if name in registry else None
+        if server is None:
+            continue
+        short = short_name(server, name)
+        attr = sanitize(server)
+        if short is not None and attr.isidentifier():
+            out.setdefault(attr, {})[short] = name
     return out
 
 

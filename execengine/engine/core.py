@@ -29,7 +29,12 @@ from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
 from execengine.context import CallContext
-from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
+from execengine.engine.allowed import (
+    allowed_tools,
+    function_schemas,
+    script_call_handler,
+    tool_groups,
+)
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
 from execengine.engine.result import (
@@ -221,7 +226,8 @@ class Engine:
                               f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
         limit = float(timeout if timeout is not None else ce.timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
-        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))
+        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets),
+                           groups=tool_groups(self.registry, names))
         call = context or CallContext()
         task_id = task_id if task_id is not None else call.task_id
         cwd = cwd or call.cwd

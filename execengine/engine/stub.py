@@ -27,7 +27,10 @@ from execengine.errors import SchemaError
 
 TEMPLATE = "hermes_tools.py.j2"
 _RESERVED = frozenset({"_call", "_acall", "_args", "aio", "ToolCallError", "json_parse",
-                       "shell_quote", "retry"})
+                       "shell_quote", "retry", "mcp", "search_tools", "describe_tool",
+                       "_Catalogue", "_catalogue"})
+#: the stub parameter carrying a tool's parameters that are not Python names
+EXTRA = "extra_args"
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
           "array": "list", "object": "dict", "null": "None"}
 
@@ -97,9 +100,19 @@ def stub_function(name: str, schema: Mapping[str, Any]) -> StubFunction:
                 hint += " | None"
             literal = "None"
         parts.append(f"{p}: {hint} = {literal}")
-    packed = "{" + ", ".join(f"{p!r}: {p}" for p in ordered) + "}"
-    doc = _doc(str(schema.get("description", "")), [(p, props[p]) for p in ordered
-                                                    if isinstance(props[p], Mapping)])
+    entries = [f"{p!r}: {p}" for p in ordered]
+    description = str(schema.get("description", ""))
+    # parameters that cannot be Python names (``from``, ``repo-path``: common in MCP
+    # schemas) are still reachable, through one dict argument
+    unnamed = [p for p in props if p not in usable]
+    if unnamed and EXTRA not in props:
+        parts.append(f"{EXTRA}: dict | None = None")
+        entries.append(f"**({EXTRA} or {{}})")
+        description += (f"\n\nParameters that are not Python names go in {EXTRA}="
+                        f"{{...}}: {', '.join(unnamed)}.")
+    packed = "{" + ", ".join(entries) + "}"
+    doc = _doc(description, [(p, props[p]) for p in ordered
+                             if isinstance(props[p], Mapping)])
     return StubFunction(name, ", ".join(parts), "dict", doc, packed, tuple(optional))
 
 
@@ -117,25 +130,28 @@ def _template() -> jinja2.Template:
     return env.get_template(TEMPLATE)
 
 
-#: rendered stubs kept (a pure function of the schemas: memoised, bounded)
+#: rendered stubs kept (a pure function of the schemas and groups: memoised, bounded)
 RENDER_CACHE_SIZE = 128
 _rendered: OrderedDict[str, str] = OrderedDict()
 _rendered_lock = threading.Lock()
 
 
-def render_stub(schemas: Iterable[Mapping[str, Any]]) -> str:
+def render_stub(schemas: Iterable[Mapping[str, Any]],
+                groups: Mapping[str, Mapping[str, str]] | None = None) -> str:
     """The source of ``hermes_tools.py`` for these function schemas (``{"name", ...}``).
 
+    ``groups`` (``{server: {short name: tool name}}``) adds the namespace
+    ``mcp.<server>.<short name>`` for MCP tools; only names of rendered tools are used.
     Rendering and the compile check cost about a millisecond per tool set, so the result is
-    memoised by the schemas' JSON text."""
+    memoised by the schemas' and groups' JSON text."""
     listed = list(schemas)
-    key = json.dumps(listed, sort_keys=True, default=repr)
+    key = json.dumps([listed, groups or {}], sort_keys=True, default=repr)
     with _rendered_lock:
         source = _rendered.get(key)
         if source is not None:
             _rendered.move_to_end(key)
             return source
-    source = _render(listed)
+    source = _render(listed, groups)
     with _rendered_lock:
         _rendered[key] = source
         while len(_rendered) > RENDER_CACHE_SIZE:
@@ -143,10 +159,19 @@ def render_stub(schemas: Iterable[Mapping[str, Any]]) -> str:
     return source
 
 
-def _render(schemas: list[Mapping[str, Any]]) -> str:
+def _render(schemas: list[Mapping[str, Any]],
+            groups: Mapping[str, Mapping[str, str]] | None) -> str:
     tools = sorted((stub_function(s["name"], s) for s in schemas), key=lambda t: t.name)
+    rendered = {t.name for t in tools}
+    namespaces = []
+    for server, members in sorted((groups or {}).items()):
+        kept = sorted((short, full) for short, full in members.items()
+                      if full in rendered and short.isidentifier()
+                      and not keyword.iskeyword(short))
+        if kept and server.isidentifier() and not keyword.iskeyword(server):
+            namespaces.append((server, kept))
     names = ", ".join(t.name for t in tools) or "none"
-    summary = f"Available tools ({len(tools)}): {names}."
-    source = _template().render(tools=tools, summary=summary)
+    summary = textwrap.fill(f"Available tools ({len(tools)}): {names}.", 92)
+    source = _template().render(tools=tools, summary=summary, groups=namespaces)
     compile(source, "hermes_tools.py", "exec")  # a template bug must not reach the child
     return source

@@ -22,6 +22,7 @@ from execengine.engine.allowed import allowed_tools
 from execengine.engine.result import no_code_result, refused_result
 from execengine.errors import IsolationError
 from execengine.isolation import choose_level, detect
+from execengine.mcp.catalogue import mcp_tools, search_mode, summary_lines
 from execengine.registry import DefinitionContext, ToolRegistry
 
 specs = ToolSpecs()
@@ -87,10 +88,17 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         "Available with `from hermes_tools import <name>` (each returns a dict; a tool error "
         "is {\"error\": ...}):",
     ]
-    for name in names:
+    searching = search_mode(registry, names)
+    listed = names
+    if searching:
+        hidden = {n for members in mcp_tools(registry, names).values() for n in members}
+        listed = [n for n in names if n not in hidden]
+    for name in listed:
         shape = RESULT_SHAPES.get(name)
         lines.append(f"- {name}: {_first_line(registry.get(name).description)}"
                      + (f" Returns {shape}." if shape else ""))
+    if searching:
+        lines += summary_lines(registry, names)
     lines += [
         "Helpers in hermes_tools: json_parse(text), shell_quote(s), "
         "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "

@@ -61,7 +61,9 @@ def test_bad_names():
     f = stub_function("terminal", _fn("terminal", {
         "command": {"type": "string"}, "class": {"type": "string"},
         "a-b": {"type": "string"}}, required=["command"]))
-    assert f.signature == "command: str"
+    # names Python cannot take as parameters travel in one dict argument
+    assert f.signature == "command: str, extra_args: dict | None = None"
+    assert "go in extra_args={...}: class, a-b." in f.doc
     with pytest.raises(SchemaError):
         stub_function("not-valid", _fn("x", {}))
     with pytest.raises(SchemaError):

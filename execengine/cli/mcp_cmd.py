@@ -1,0 +1,49 @@
+"""``execengine mcp``: serve execute_code (and optionally the tools) to MCP clients."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from execengine.cli._common import config_from, registry_from
+from execengine.engine import Engine
+from execengine.errors import McpError
+from execengine.mcp.server import parse_address, serve_http, serve_stdio
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "mcp", help="serve execute_code to MCP clients (stdio or streamable HTTP)",
+        description="Run execengine as an MCP server. Over stdio by default (for clients "
+                    "that start it as a subprocess); --http HOST:PORT serves streamable "
+                    "HTTP at /mcp instead (loopback by default; a token is required when "
+                    "bound elsewhere). See docs/mcp.md.")
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve streamable HTTP on this address (e.g. 127.0.0.1:8765)")
+    p.add_argument("--token-env", metavar="VAR",
+                   help="environment variable holding the bearer token HTTP clients must "
+                        "send (required unless HOST is loopback)")
+    p.add_argument("--tools", action="store_true",
+                   help="also expose the registry's tools themselves (mcp.serve_tools)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import anyio  # the [mcp] extra
+
+    config = config_from(args)
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise McpError(f"--token-env {args.token_env}: the variable is not set or empty")
+    serve_tools = True if args.tools else None
+    with registry_from(args, config) as registry, Engine(config, registry):
+        if args.http:
+            host, port = parse_address(args.http)
+            anyio.run(lambda: serve_http(registry, host, port, token=token,
+                                         serve_tools=serve_tools))
+        else:
+            anyio.run(lambda: serve_stdio(registry, serve_tools=serve_tools))
+    return 0

@@ -1,0 +1,156 @@
+"""execengine as an MCP server: ``execute_code`` (and, configurable, the tools themselves).
+
+Any MCP client (desktop assistants, IDE agents, the SDK's own client) can then run
+sandboxed programmatic tool calls. Transports: stdio (:func:`serve_stdio`) and streamable
+HTTP (:func:`serve_http`), bound to loopback unless told otherwise; bound elsewhere, a
+bearer token is required (compared in constant time), and it is checked on loopback too
+when one is given.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import socket
+import sys
+from typing import Any
+
+from execengine.errors import McpError
+from execengine.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "execengine"
+
+
+def offered_tools(registry: ToolRegistry, *, serve_tools: bool) -> list[dict[str, Any]]:
+    """Function schemas served: execute_code, plus every other tool with ``serve_tools``."""
+    out = []
+    for definition in registry.get_tool_definitions():
+        fn = definition["function"]
+        if fn["name"] == "execute_code" or serve_tools:
+            out.append(fn)
+    return out
+
+
+def build_server(registry: ToolRegistry, *, serve_tools: bool | None = None) -> Any:
+    """The SDK's low-level server, answering tools/list and tools/call from ``registry``."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    if serve_tools is None:
+        serve_tools = registry.config.mcp.serve_tools
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=fn["name"], description=fn["description"],
+                       input_schema=fn["parameters"])
+            for fn in offered_tools(registry, serve_tools=serve_tools)])
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        names = {fn["name"] for fn in offered_tools(registry, serve_tools=serve_tools)}
+        if params.name not in names:
+            text = json.dumps({"error": f"unknown tool {params.name!r}; offered: "
+                                        f"{', '.join(sorted(names))}"})
+        else:
+            text = await registry.adispatch(params.name, params.arguments or {},
+                                            task_id="mcp")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    is_error=_is_error(text))
+
+    return Server(SERVER_NAME, version="0.1.0",
+                  instructions="execute_code runs a Python script that calls tools "
+                  "programmatically (from hermes_tools import ...) in a sandbox and "
+                  "returns what it printed.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _is_error(text: str) -> bool:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(value, dict):
+        return False
+    return "error" in value and value.get("status") in (None, "error")
+
+
+async def serve_stdio(registry: ToolRegistry, *, serve_tools: bool | None = None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(registry, serve_tools=serve_tools)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6; PORT 0 picks a free one)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise McpError(f"--http expects HOST:PORT, got {text!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+class BearerToken:
+    """ASGI middleware: every request must carry ``Authorization: Bearer <token>``."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body",
+                            "body": b'{"error": "missing or wrong bearer token"}'})
+                return
+        await self.app(scope, receive, send)
+
+
+async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str | None,
+                     serve_tools: bool | None = None) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+    import uvicorn
+
+    if not is_loopback(host) and not token:
+        raise McpError(f"refusing to serve on {host} without a token: anyone who reaches "
+                       "it could run code; set one with --token-env VAR (or bind to "
+                       "127.0.0.1)")
+    server = build_server(registry, serve_tools=serve_tools)
+    app: Any = server.streamable_http_app(host=host)
+    if token:
+        app = BearerToken(app, token)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)  # clients queue from now on, before uvicorn starts accepting
+    except OSError as exc:
+        sock.close()
+        raise McpError(f"cannot listen on {host}:{port}: {exc}") from exc
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    print(f"execengine mcp: serving streamable HTTP on http://{shown}:{bound}/mcp",
+          file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    try:
+        await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        sock.close()
