@@ -98,6 +98,8 @@ class Channel:
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
         self.denied_peers = 0
+        #: connections closed at once because the execution held its maximum
+        self.refused_connections = 0
 
     @property
     def endpoint(self) -> str:
