@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 
 #: connections accepted per readiness event of one listener (then the others get a turn)
 ACCEPT_BATCH = 64
+#: messages handled from one connection per loop turn (then the others get a turn)
+MESSAGE_BATCH = 32
 #: listen() backlog of one execution's socket
 BACKLOG = 128
 #: how long a listener rests after accept() failed for lack of file descriptors
@@ -107,6 +109,8 @@ class RpcServer:
         self._handlers: dict[int, _Listener | Connection] = {}
         self._listeners: dict[Channel, _Listener] = {}
         self._paused: list[_Listener] = []
+        #: connections with decoded-but-unhandled input (over a turn's MESSAGE_BATCH)
+        self._unfinished: dict[Connection, None] = {}
         self._wake_r, self._wake_w = -1, -1
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -263,7 +267,9 @@ class RpcServer:
         assert epoll is not None
         next_tick = time.monotonic() + TICK
         while not self._stopping:
-            events = epoll.poll(TICK)
+            events = epoll.poll(0 if self._unfinished else TICK)
+            for conn in list(self._unfinished):
+                self._guarded(conn, 0)
             for fd, mask in events:
                 handler = self._handlers.get(fd)
                 if handler is None:
@@ -275,7 +281,7 @@ class RpcServer:
                 if isinstance(handler, _Listener):
                     self._accept(handler)
                 else:
-                    self._serve(handler, mask)
+                    self._guarded(handler, mask)
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + TICK
@@ -285,7 +291,7 @@ class RpcServer:
         for job in self._pool.expired(now):
             if isinstance(job, _CallJob):
                 job.refuse(waited_message(self._pool.max_wait))
-                self._submit(job.channel.next_job())
+                self._submit(job.channel.next_job())  # type: ignore[arg-type]
         if self._paused:
             ready = [lst for lst in self._paused if lst.resume_at <= now]
             self._paused = [lst for lst in self._paused if lst.resume_at > now]
@@ -342,6 +348,7 @@ class RpcServer:
                 del self._handlers[fd]
 
     def _drop(self, conn: Connection) -> None:
+        self._unfinished.pop(conn, None)
         self._forget(conn.fd, conn)
         listener = self._listeners.get(conn.channel)
         if listener is not None:
@@ -349,33 +356,50 @@ class RpcServer:
                 listener.conns.discard(conn)
         conn.close()
 
-    def _serve(self, conn: Connection, mask: int) -> None:
-        """A readiness event of one connection. Whatever goes wrong with it stays with it."""
+    def _guarded(self, conn: Connection, mask: int) -> None:
+        """Serve one connection; whatever goes wrong with it stays with it."""
         try:
-            if mask & select.EPOLLOUT:
-                conn.flush()
-            if mask & (select.EPOLLIN | _HUP):
-                if not conn.reading:
-                    if mask & _HUP:
-                        self._drop(conn)
-                    return
-                data = conn.recv()
-                if data is None:
-                    return
-                if not data:
-                    self._drop(conn)
-                    return
-                conn.decoder.feed(data)
-                for msg in conn.decoder.messages():
-                    if conn.closed:
-                        return
-                    self._message(conn, msg)
+            self._serve(conn, mask)
         except zmtp.ProtocolViolation as exc:
             log.debug("peer of %s dropped: %s", conn.channel.exec_id, exc)
             self._drop(conn)
         except Exception:
             log.exception("serving a peer of %s failed; dropped it", conn.channel.exec_id)
             self._drop(conn)
+
+    def _serve(self, conn: Connection, mask: int) -> None:
+        """A readiness event of one connection (``mask`` 0: only its unfinished input)."""
+        if conn.closed:  # closed from another thread (its execution ended)
+            self._unfinished.pop(conn, None)
+            return
+        if mask & select.EPOLLOUT:
+            conn.flush()
+        if mask:
+            if conn in self._unfinished or not mask & (select.EPOLLIN | _HUP):
+                return  # buffered input goes first; it has its own turn
+            if not conn.reading:
+                if mask & _HUP:
+                    self._drop(conn)
+                return
+            data = conn.recv()
+            if data is None:
+                return
+            if not data:
+                self._drop(conn)
+                return
+            conn.decoder.feed(data)
+        messages = conn.decoder.messages()
+        try:
+            for n, msg in enumerate(messages, 1):
+                if conn.closed:
+                    return
+                self._message(conn, msg)
+                if n >= MESSAGE_BATCH:
+                    self._unfinished[conn] = None  # the rest next turn, after the others
+                    return
+            self._unfinished.pop(conn, None)
+        finally:
+            messages.close()
 
     def _message(self, conn: Connection, msg: zmtp.Message) -> None:
         if msg.command:
