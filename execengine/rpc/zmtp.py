@@ -13,7 +13,7 @@ Nothing here touches a socket: the codec is tested with byte strings.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 
 FLAG_MORE = 0x01
@@ -101,7 +101,7 @@ class Decoder:
     def buffered(self) -> int:
         return len(self._buf)
 
-    def messages(self) -> Iterator[Message]:
+    def messages(self) -> Generator[Message, None, None]:
         """Complete messages and commands in what was fed; raises
         :class:`ProtocolViolation` when the peer broke the protocol."""
         buf = self._buf
