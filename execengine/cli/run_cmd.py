@@ -116,7 +116,7 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
     t.join()
     if "error" in box:
         raise box["error"]
-    return box["result"]  # type: ignore[no-any-return]
+    return box["result"]
 
 
 def _print_human(result: ExecutionResult) -> None:
