@@ -20,6 +20,7 @@ import time
 
 from execengine.config import Config
 from execengine.engine import Engine
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 NOOP_SCHEMA = {"description": "No-op.", "parameters": {
@@ -34,7 +35,8 @@ def _registry(config: Config) -> ToolRegistry:
             time.sleep(args["sleep"])
         return {"ok": True}
 
-    reg.register("web_search", "web", NOOP_SCHEMA, noop)
+    reg.register("web_search", "web", NOOP_SCHEMA, noop,
+                 policy=ToolPolicy(script_callable=True))
     return reg
 
 

@@ -3,7 +3,8 @@
 Where things live:
 
 - ``config`` (+ ``_configload``): the typed configuration and the YAML loader.
-- ``registry``, ``toolsets``, ``schema``, ``discovery``, ``dispatch``: the tool runtime.
+- ``registry``, ``toolsets``, ``schema``, ``discovery``, ``dispatch``: the tool runtime;
+  ``policy`` (what a tool may be used for) and ``context`` (what a call carries).
 - ``tools/``: built-in tool modules (found by an AST scan), with their helpers in
   ``fileops/``, ``terminal/``, ``approval/`` and ``web/``.
 - ``engine/`` (execute_code), ``rpc/`` (the host end of the ZMTP RPC), ``launch/`` (the
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
         check_command,
     )
     from execengine.config import Config, load_config
-    from execengine.context import ToolContext
+    from execengine.context import CallContext, ToolContext
     from execengine.dispatch import Refuse
     from execengine.engine import Engine, ExecutionResult, aexecute_code, execute_code
     from execengine.errors import (
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from execengine.fileops.errors import FileOpError
     from execengine.isolation import make_launcher
     from execengine.launch import Child, Launcher, LaunchLimits, LaunchSpec
+    from execengine.policy import ToolPolicy
     from execengine.registry import (
         Availability,
         ToolEntry,
@@ -83,6 +85,7 @@ _EXPORTS = {
     "ApprovalRequest": "execengine.approval",
     "Approver": "execengine.approval",
     "Availability": "execengine.registry",
+    "CallContext": "execengine.context",
     "CallbackApprover": "execengine.approval",
     "ChatCompletionsClient": "execengine.agent",
     "Child": "execengine.launch",
@@ -112,6 +115,7 @@ _EXPORTS = {
     "ToolContext": "execengine.context",
     "ToolEntry": "execengine.registry",
     "ToolError": "execengine.errors",
+    "ToolPolicy": "execengine.policy",
     "ToolRegistry": "execengine.registry",
     "ToolSpecs": "execengine.registry",
     "Toolset": "execengine.toolsets",
@@ -136,6 +140,7 @@ __all__ = [
     "ApprovalRequest",
     "Approver",
     "Availability",
+    "CallContext",
     "CallbackApprover",
     "ChatCompletionsClient",
     "Child",
@@ -165,6 +170,7 @@ __all__ = [
     "ToolContext",
     "ToolEntry",
     "ToolError",
+    "ToolPolicy",
     "ToolRegistry",
     "ToolSpecs",
     "Toolset",

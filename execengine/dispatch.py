@@ -12,12 +12,11 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from execengine._asyncbridge import bridge
-from execengine.context import ToolContext
+from execengine.context import CallContext, ToolContext
 from execengine.errors import UnknownToolError
 
 if TYPE_CHECKING:
@@ -60,10 +59,7 @@ class _Prepared:
         self.entry, self.handler, self.args, self.ctx = entry, handler, args, ctx
 
 
-def _prepare(
-    registry: ToolRegistry, name: str, args: Any, task_id: str | None, origin: str,
-    extras: Mapping[str, Any],
-) -> _Prepared | str:
+def _prepare(registry: ToolRegistry, name: str, args: Any, call: CallContext) -> _Prepared | str:
     try:
         entry = registry.get(name)
     except UnknownToolError as exc:
@@ -87,7 +83,7 @@ def _prepare(
                 f"{name!r} is an agent-level tool: the host agent handles it, and this host "
                 "installed no handler (ToolRegistry.set_agent_handler)"
             )
-    ctx = ToolContext(registry, registry.config, task_id, origin, dict(extras))
+    ctx = ToolContext(registry, registry.config, call)
     pre, _ = registry.hooks()
     for hook in pre:
         try:
@@ -120,11 +116,8 @@ def _failure(exc: BaseException) -> str:
     return error_result(f"Tool execution failed: {type(exc).__name__}: {exc}")
 
 
-def dispatch(
-    registry: ToolRegistry, name: str, args: Any, *, task_id: str | None = None,
-    origin: str = "agent", extras: Mapping[str, Any] | None = None,
-) -> str:
-    prep = _prepare(registry, name, args, task_id, origin, extras or {})
+def dispatch(registry: ToolRegistry, name: str, args: Any, call: CallContext | None = None) -> str:
+    prep = _prepare(registry, name, args, call or CallContext())
     if isinstance(prep, str):
         return prep
     try:
@@ -137,11 +130,9 @@ def dispatch(
     return _finish(registry, prep, value)
 
 
-async def adispatch(
-    registry: ToolRegistry, name: str, args: Any, *, task_id: str | None = None,
-    origin: str = "agent", extras: Mapping[str, Any] | None = None,
-) -> str:
-    prep = _prepare(registry, name, args, task_id, origin, extras or {})
+async def adispatch(registry: ToolRegistry, name: str, args: Any,
+                    call: CallContext | None = None) -> str:
+    prep = _prepare(registry, name, args, call or CallContext())
     if isinstance(prep, str):
         return prep
     try:

@@ -12,17 +12,21 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from execengine.config import Config
+from execengine.context import CallContext
 from execengine.errors import ToolConflictError, ToolError, UnknownToolError, did_you_mean
+from execengine.policy import DEFAULT_POLICY, ToolPolicy
 from execengine.schema import normalize_function_schema
 from execengine.toolsets import BUILTIN_TOOLSETS, Toolset, canonical_name, resolve
 
 if TYPE_CHECKING:
     from execengine.context import ToolContext
+    from execengine.engine.core import Engine
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,8 +38,6 @@ Handler = Callable[[dict[str, Any], "ToolContext"], Any]
 SchemaPatch = Callable[[dict[str, Any], "DefinitionContext"], "dict[str, Any] | None"]
 PreHook = Callable[[str, dict[str, Any], "ToolContext"], Any]
 PostHook = Callable[[str, dict[str, Any], str, "ToolContext"], "str | None"]
-
-AGENT_LEVEL_TOOLS = frozenset({"todo", "memory", "session_search", "delegate_task"})
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,17 @@ class ToolEntry:
     description: str = ""
     emoji: str = ""
     max_result_size_chars: int | None = None
-    agent_level: bool = False
+    policy: ToolPolicy = DEFAULT_POLICY
     schema_patch: SchemaPatch | None = None
     source: str = ""
 
     @property
     def parameters(self) -> Mapping[str, Any]:
         return self.schema["parameters"]
+
+    @property
+    def agent_level(self) -> bool:
+        return self.policy.agent_level
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,8 @@ class ToolRegistry:
         self._hooks = _Hooks()
         self._agent_handlers: dict[str, Handler] = {}
         self._services: dict[str, Any] = {}
+        #: weak: the host owns its engine; an engine keeps its registry alive, not back
+        self._engine: weakref.ref[Engine] | None = None
         self._env_passthrough: list[str] = []
         #: plugins or tool modules that failed to load: name -> reason
         self.load_errors: dict[str, str] = {}
@@ -141,12 +149,16 @@ class ToolRegistry:
         emoji: str = "",
         max_result_size_chars: int | None = None,
         *,
-        agent_level: bool | None = None,
+        policy: ToolPolicy = DEFAULT_POLICY,
         schema_patch: SchemaPatch | None = None,
         override: bool = False,
         source: str = "",
     ) -> ToolEntry:
-        """Register a tool; see the module docstring for the conflict rule."""
+        """Register a tool; see the module docstring for the conflict rule.
+
+        ``policy`` declares what the tool may be used for (callable from scripts, hidden
+        parameters, agent-level, batching); see :class:`~execengine.policy.ToolPolicy`.
+        """
         normalized = normalize_function_schema(name, schema)
         if description:
             normalized["description"] = description
@@ -154,6 +166,14 @@ class ToolRegistry:
             raise ToolError(f"tool {name!r}: handler must be callable")
         if max_result_size_chars is not None and max_result_size_chars < 100:
             raise ToolError(f"tool {name!r}: max_result_size_chars must be >= 100")
+        if not isinstance(policy, ToolPolicy):
+            raise ToolError(f"tool {name!r}: policy must be a ToolPolicy, "
+                            f"got {type(policy).__name__}")
+        unknown = sorted(policy.hidden_params - set(normalized["parameters"].get(
+            "properties", {})))
+        if unknown:
+            raise ToolError(f"tool {name!r}: hidden_params names no parameter: "
+                            f"{', '.join(unknown)}")
         entry = ToolEntry(
             name=name,
             toolset=toolset,
@@ -165,7 +185,7 @@ class ToolRegistry:
             description=normalized["description"],
             emoji=emoji,
             max_result_size_chars=max_result_size_chars,
-            agent_level=name in AGENT_LEVEL_TOOLS if agent_level is None else agent_level,
+            policy=policy,
             schema_patch=schema_patch,
             source=source,
         )
@@ -411,6 +431,36 @@ class ToolRegistry:
             return tuple(dict.fromkeys((*self.config.terminal.env_passthrough,
                                         *self._env_passthrough)))
 
+    # -- the engine serving execute_code ---------------------------------------------------
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine attached to this registry (it serves the ``execute_code`` tool)."""
+        with self._lock:
+            return self._engine() if self._engine is not None else None
+
+    def attach_engine(self, engine: Engine) -> None:
+        """Make ``engine`` the one that runs this registry's ``execute_code`` calls.
+
+        One engine per registry: attaching a second while the first is attached raises
+        :class:`ToolError`. An :class:`~execengine.Engine` built on a registry attaches
+        itself when the registry has none, and detaches when it closes.
+        """
+        with self._lock:
+            if self._closed:
+                raise ToolError("registry is closed")
+            held = self._engine() if self._engine is not None else None
+            if held is not None and held is not engine:
+                raise ToolError("this registry already has an engine attached; "
+                                "detach it first (one engine per registry)")
+            self._engine = weakref.ref(engine)
+
+    def detach_engine(self, engine: Engine) -> None:
+        """Detach ``engine`` if it is the attached one (idempotent)."""
+        with self._lock:
+            if self._engine is not None and self._engine() in (engine, None):
+                self._engine = None
+
     def service(self, key: str, factory: Callable[[ToolRegistry], T]) -> T:
         with self._lock:
             if self._closed:
@@ -424,6 +474,7 @@ class ToolRegistry:
         with self._lock:
             services, self._services = list(self._services.values()), {}
             self._closed = True
+            self._engine = None
         for svc in reversed(services):
             closer = getattr(svc, "close", None)
             if callable(closer):
@@ -448,19 +499,28 @@ class ToolRegistry:
 
     # -- dispatch (see execengine.dispatch) ------------------------------------------------
 
-    def dispatch(self, name: str, args: Any, *, task_id: str | None = None,
-                 origin: str = "agent", **extras: Any) -> str:
-        """Run one tool call and return the result text for the model; never raises."""
+    def dispatch(self, name: str, args: Any, context: CallContext | None = None, *,
+                 task_id: str | None = None) -> str:
+        """Run one tool call and return the result text for the model; never raises.
+
+        ``context`` is the caller's side of the call (task, origin, cwd, approver...);
+        ``task_id`` is a shorthand that sets the context's task.
+        """
         from execengine.dispatch import dispatch
 
-        return dispatch(self, name, args, task_id=task_id, origin=origin, extras=extras)
+        return dispatch(self, name, args, _context(context, task_id))
 
-    async def adispatch(self, name: str, args: Any, *, task_id: str | None = None,
-                        origin: str = "agent", **extras: Any) -> str:
+    async def adispatch(self, name: str, args: Any, context: CallContext | None = None, *,
+                        task_id: str | None = None) -> str:
         """Async form of :meth:`dispatch` for hosts running an event loop."""
         from execengine.dispatch import adispatch
 
-        return await adispatch(self, name, args, task_id=task_id, origin=origin, extras=extras)
+        return await adispatch(self, name, args, _context(context, task_id))
+
+
+def _context(context: CallContext | None, task_id: str | None) -> CallContext:
+    context = context if context is not None else CallContext()
+    return context.replace(task_id=task_id) if task_id is not None else context
 
 
 def _copy(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -485,11 +545,12 @@ def default_registry() -> ToolRegistry:
         return _default
 
 
-def handle_function_call(name: str, args: Any, *, task_id: str | None = None,
-                         registry: ToolRegistry | None = None, **extras: Any) -> str:
+def handle_function_call(name: str, args: Any, context: CallContext | None = None, *,
+                         task_id: str | None = None,
+                         registry: ToolRegistry | None = None) -> str:
     """Dispatch one call (on ``registry`` or the default one); the result text for the
     model. Never raises: errors come back as a JSON ``{"error": ...}`` object."""
-    return (registry or default_registry()).dispatch(name, args, task_id=task_id, **extras)
+    return (registry or default_registry()).dispatch(name, args, context, task_id=task_id)
 
 
 def get_tool_definitions(

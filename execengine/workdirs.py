@@ -37,8 +37,8 @@ class TaskDirs:
 
 
 def task_cwd(ctx: ToolContext) -> str:
-    """The working directory for this call: an explicit ``cwd`` extra, else the task's."""
-    explicit = ctx.extra("cwd")
+    """The working directory for this call: the call context's ``cwd``, else the task's."""
+    explicit = ctx.call.cwd
     if explicit:
         return os.path.abspath(explicit)
     return ctx.service(WORKDIRS, TaskDirs).get(ctx.task_key)

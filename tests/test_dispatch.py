@@ -1,9 +1,13 @@
 import asyncio
+import dataclasses
 import json
 import logging
 import threading
 
+import pytest
+
 from execengine import Refuse, ToolRegistry
+from execengine.context import CallContext
 
 SCHEMA = {"description": "x", "parameters": {"type": "object", "properties": {
     "n": {"type": "integer"}}}}
@@ -54,11 +58,25 @@ def test_context_is_passed():
     seen = {}
 
     def h(args, ctx):
-        seen.update(task=ctx.task_id, origin=ctx.origin, extra=ctx.extra("approver"))
+        seen.update(task=ctx.task_id, origin=ctx.origin, cwd=ctx.call.cwd,
+                    session=ctx.call.session_id)
         return "ok"
 
-    reg_with(h).dispatch("t", {}, task_id="T1", origin="execute_code", approver="A")
-    assert seen == {"task": "T1", "origin": "execute_code", "extra": "A"}
+    reg = reg_with(h)
+    reg.dispatch("t", {}, CallContext(origin="execute_code", cwd="/w", session_id="S"),
+                 task_id="T1")
+    assert seen == {"task": "T1", "origin": "execute_code", "cwd": "/w", "session": "S"}
+    reg.dispatch("t", {}, CallContext(task_id="T2"))
+    assert seen["task"] == "T2" and seen["origin"] == "agent"
+
+
+def test_call_context_is_typed_and_frozen():
+    call = CallContext(enabled_toolsets=["web"])
+    assert call.enabled_toolsets == ("web",)  # any iterable of names, kept as a tuple
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        call.cwd = "/x"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        reg_with(lambda a, c: "ok").dispatch("t", {}, approver="A")  # type: ignore[call-arg]
 
 
 def test_hooks_refuse_rewrite_transform_and_failures_are_ignored(caplog):

@@ -19,13 +19,14 @@ def test_unknown_attribute_is_an_attribute_error():
 def test_public_names_are_pinned():
     # Changing the public API is a decision: update this list on purpose.
     assert set(execengine.__all__) == {
-        "ApprovalRequest", "Approver", "Availability", "CallbackApprover",
+        "ApprovalRequest", "Approver", "Availability", "CallContext", "CallbackApprover",
         "ChatCompletionsClient", "Child", "Config", "ConfigError", "ConversationResult",
         "Engine", "ExecEngineError", "ExecutionResult", "FileOpError", "HandshakeError",
         "IsolationError", "LaunchLimits", "LaunchSpec", "Launcher", "ModelError", "PluginError",
         "PolicyApprover", "PromptApprover", "Refuse", "SandboxError", "SchemaError",
         "SmartApprover", "TerminalError", "ToolCallPipeline", "ToolConflictError",
-        "ToolContext", "ToolEntry", "ToolError", "ToolRegistry", "ToolSpecs", "Toolset",
+        "ToolContext", "ToolEntry", "ToolError", "ToolPolicy", "ToolRegistry", "ToolSpecs",
+        "Toolset",
         "TransportError", "UnknownToolError", "UnknownToolsetError", "WebError", "__version__",
         "aexecute_code", "check_command", "default_registry", "execute_code",
         "get_tool_definitions", "handle_function_call", "install_agent_handlers", "load_config",

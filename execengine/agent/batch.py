@@ -1,15 +1,19 @@
 """Running the calls of one turn: in parallel only when that is safe.
 
-A turn's calls run in parallel only when *every* call is safe to run alongside the others:
+A turn's calls run in parallel only when *every* call is safe to run alongside the others.
+The rules come from the tools' declared policies (:class:`~execengine.policy.ToolPolicy`,
+gathered by :meth:`ParallelPolicy.from_registry`):
 
-* a tool in the never-parallel set (interactive tools such as ``clarify``) forces sequential;
-* read-only tools in the parallel-safe set may run together;
-* path-scoped tools (``read_file``, ``write_file``, ``patch``, and ``search_files`` over its
-  ``path``) may run together only when no writer's path overlaps another call's path. Paths
-  are resolved (``~``, relative to the working directory, symlinks); a directory overlaps
-  everything below it. A path-scoped call whose path cannot be known (``patch`` in
-  multi-file mode) forces sequential;
-* any other tool (terminal, execute_code, unknown plugins) forces sequential.
+* a tool that is not ``parallel_safe`` (terminal, execute_code, unknown names, a plugin's
+  tool that declares nothing) forces sequential;
+* parallel-safe tools that take a ``path`` are path-scoped (``read_file``, ``write_file``,
+  ``patch``, and ``search_files`` over its ``path``, default ``.``): they run together only
+  when no writer's (not ``read_only``) path overlaps another call's path. Paths are resolved
+  (``~``, relative to the working directory, symlinks); a directory overlaps everything
+  below it. A path-scoped call whose path cannot be known (no path, or ``mode="patch"``: a
+  multi-file diff names its own files) forces sequential;
+* other read-only parallel-safe tools (``web_search``) run together freely; a parallel-safe
+  tool with side effects and no path cannot be checked and forces sequential.
 
 Parallel batches run in a bounded thread pool with a deadline for the whole batch; a call
 still running at the deadline gets a timeout result (its thread cannot be killed and
@@ -24,30 +28,51 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from execengine.dispatch import error_result
 
-NEVER_PARALLEL = frozenset({"clarify", "ask_user", "send_message", "execute_code"})
-PARALLEL_SAFE = frozenset({
-    "read_file", "search_files", "web_search", "web_extract", "session_search",
-    "vision_analyze", "process_status",
-})
-#: tool -> True when the call writes to its path
-PATH_SCOPED: Mapping[str, bool] = {
-    "read_file": False, "search_files": False, "write_file": True, "patch": True,
-}
+if TYPE_CHECKING:
+    from execengine.registry import ToolRegistry
+
+PATH_ARGUMENT = "path"
 
 
 @dataclass(frozen=True)
 class ParallelPolicy:
-    """Which tools may run concurrently; hosts extend it for their own tools."""
+    """Which tools may run concurrently. Built from the registry's declared tool policies
+    (:meth:`from_registry`); the empty default runs every batch sequentially."""
 
-    never_parallel: frozenset[str] = NEVER_PARALLEL
-    parallel_safe: frozenset[str] = PARALLEL_SAFE
-    path_scoped: Mapping[str, bool] = field(default_factory=lambda: dict(PATH_SCOPED))
+    #: tools that never run alongside others, whatever else says so
+    never_parallel: frozenset[str] = frozenset()
+    #: tools free to run together (no path to check)
+    parallel_safe: frozenset[str] = frozenset()
+    #: tool -> True when the call writes to its path
+    path_scoped: Mapping[str, bool] = field(default_factory=dict)
+    #: tool -> the path a call without one covers (``search_files``: ``"."``)
+    path_defaults: Mapping[str, str] = field(default_factory=dict)
     #: argument holding the path of a path-scoped tool
-    path_argument: str = "path"
+    path_argument: str = PATH_ARGUMENT
+
+    @classmethod
+    def from_registry(cls, registry: ToolRegistry) -> ParallelPolicy:
+        """The batching rules the registered tools declare (see the module docstring)."""
+        free: set[str] = set()
+        scoped: dict[str, bool] = {}
+        defaults: dict[str, str] = {}
+        for entry in registry.entries():
+            policy = entry.policy
+            if not policy.parallel_safe:
+                continue
+            props = entry.parameters.get("properties") or {}
+            if PATH_ARGUMENT in props:
+                scoped[entry.name] = not policy.read_only
+                default = props[PATH_ARGUMENT].get("default")
+                if isinstance(default, str) and default:
+                    defaults[entry.name] = default
+            elif policy.read_only:
+                free.add(entry.name)
+        return cls(parallel_safe=frozenset(free), path_scoped=scoped, path_defaults=defaults)
 
 
 @dataclass(frozen=True)
@@ -70,10 +95,10 @@ def paths_overlap(a: Path, b: Path) -> bool:
 
 def _scope(name: str, args: Mapping[str, Any], policy: ParallelPolicy) -> str | None:
     raw = args.get(policy.path_argument)
-    if name == "search_files" and raw is None:
-        return "."
-    if name == "patch" and args.get("mode") == "patch":
-        return None
+    if args.get("mode") == "patch":
+        return None  # a multi-file diff names its own files
+    if raw is None:
+        return policy.path_defaults.get(name)
     return raw if isinstance(raw, str) and raw else None
 
 

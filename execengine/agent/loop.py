@@ -27,6 +27,7 @@ from execengine.agent.client import ChatCompletionsClient, ChatModel, ModelError
 from execengine.agent.messages import AssistantTurn
 from execengine.agent.pipeline import CallOutcome, ToolCallPipeline, TurnOutcome
 from execengine.agent.transcript import repair_transcript
+from execengine.context import CallContext
 from execengine.registry import ToolRegistry
 
 StopReason = Literal["answer", "budget", "empty", "error"]
@@ -80,7 +81,7 @@ def run_conversation(
     system_prompt: str | None = None,
     max_iterations: int | None = None,
     task_id: str | None = None,
-    extras: Mapping[str, Any] | None = None,
+    context: CallContext | None = None,
     pipeline: ToolCallPipeline | None = None,
     on_turn: Callable[[TurnOutcome], None] | None = None,
 ) -> ConversationResult:
@@ -96,7 +97,8 @@ def run_conversation(
         raise ValueError("max_iterations must be at least 1")
     llm = model if model is not None else ChatCompletionsClient.from_config(registry.config)
     tools = registry.get_tool_definitions(toolsets)
-    pipe = pipeline or ToolCallPipeline(registry, tools=tools, task_id=task_id, extras=extras)
+    pipe = pipeline or ToolCallPipeline(registry, tools=tools, task_id=task_id,
+                                        context=context)
     messages = _initial(prompt, system_prompt)
     calls: list[CallOutcome] = []
     usage: dict[str, int] = {}

@@ -34,6 +34,7 @@ from execengine.agent.batch import (
 from execengine.agent.guards import apply_guards
 from execengine.agent.messages import AssistantTurn, ToolCall, history_ids, normalize_assistant
 from execengine.agent.names import DEFAULT_CUTOFF, resolve_tool_name
+from execengine.context import CallContext
 from execengine.dispatch import error_result
 from execengine.registry import ToolRegistry
 from execengine.schema import NAME_RE
@@ -126,7 +127,8 @@ class ToolCallPipeline:
 
     ``tools`` are the definitions the session served to the model (OpenAI or Anthropic
     format); the default is ``registry.get_tool_definitions()``. Only those names are valid.
-    ``extras`` are passed to every dispatch (e.g. an ``approver``, a ``cwd``).
+    ``context`` goes with every dispatch (e.g. an ``approver``, a ``cwd``); ``task_id`` sets
+    its task. ``policy`` (default: what the registered tools declare) decides batching.
     """
 
     def __init__(
@@ -137,7 +139,7 @@ class ToolCallPipeline:
         task_id: str | None = None,
         policy: ParallelPolicy | None = None,
         name_cutoff: float = DEFAULT_CUTOFF,
-        extras: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> None:
         self.registry = registry
         self.config = registry.config.agent
@@ -145,18 +147,21 @@ class ToolCallPipeline:
         self.parameters: dict[str, Mapping[str, Any] | None] = dict(
             _definition_parts(d) for d in defs
         )
-        self.task_id = task_id
-        self.policy = policy or ParallelPolicy()
+        context = (context or CallContext()).replace(origin="agent")
+        if task_id is not None:
+            context = context.replace(task_id=task_id)
+        self.context = context
+        self.task_id = context.task_id
+        self.policy = policy or ParallelPolicy.from_registry(registry)
         self.name_cutoff = name_cutoff
-        self.extras = dict(extras or {})
 
     @property
     def tool_names(self) -> list[str]:
         return sorted(self.parameters)
 
     def _cwd(self) -> str:
-        explicit = self.extras.get("cwd")
-        if isinstance(explicit, str) and explicit:
+        explicit = self.context.cwd
+        if explicit:
             return explicit
         return self.registry.service(WORKDIRS, TaskDirs).get(self.task_id or "default")
 
@@ -254,6 +259,5 @@ class ToolCallPipeline:
 
     def _job(self, name: str, args: dict[str, Any]) -> Any:
         def run() -> str:
-            return self.registry.dispatch(name, args, task_id=self.task_id, origin="agent",
-                                          **self.extras)
+            return self.registry.dispatch(name, args, self.context)
         return run

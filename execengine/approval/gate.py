@@ -4,7 +4,7 @@ Order: hard blocks refuse outright (even with ``approvals.mode: allow``); patter
 approved (``approvals.command_allowlist``, "always" answers, this session's answers) pass;
 ``mode: allow`` runs and ``mode: deny`` refuses the rest; otherwise the approvers are asked
 in turn: the smart classifier when ``mode: smart`` and the host gave one
-(``ctx.extra("classifier")``), then the host's approver (``ctx.extra("approver")``), then
+(``ctx.call.classifier``), then the host's approver (``ctx.call.approver``), then
 the policy, which denies with a message saying how to allow the command.
 """
 
@@ -73,10 +73,10 @@ class ApprovalState:
 def _approvers(ctx: ToolContext) -> Approver:
     chain: list[Approver] = []
     mode = ctx.config.approvals.mode
-    classifier = ctx.extra("classifier")
+    classifier = ctx.call.classifier
     if mode == "smart" and classifier is not None:
         chain.append(SmartApprover(classifier))
-    host = ctx.extra("approver")
+    host = ctx.call.approver
     if host is not None:
         chain.append(host)
     chain.append(PolicyApprover("ask"))

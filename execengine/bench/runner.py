@@ -221,13 +221,15 @@ def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
     from execengine.bench.fixtures import Fixtures
     from execengine.bench.tokens import TokenCounter
     from execengine.config import Config
+    from execengine.engine import Engine
     from execengine.registry import ToolRegistry
 
     counter = TokenCounter(encoding)
     out: list[WorkflowResult] = []
     with Fixtures() as fx:
         cfg = (config or Config()).with_overrides(bench_overrides(fx))
-        with ToolRegistry.with_builtins(cfg, plugins=False) as registry:
+        with ToolRegistry.with_builtins(cfg, plugins=False) as registry, \
+                Engine(cfg, registry):  # runs the registry's execute_code calls
             runner = Runner(registry, fx, counter)
             for wf in workflows:
                 result = runner.run(wf)

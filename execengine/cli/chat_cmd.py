@@ -32,6 +32,7 @@ def add_parser(sub: Any) -> None:
 def run_chat(args: argparse.Namespace) -> int:
     from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
     from execengine.agent.pipeline import TurnOutcome
+    from execengine.engine import Engine
 
     if args.max_iterations is not None and args.max_iterations < 1:
         print("execengine: error: --max-iterations must be at least 1", file=sys.stderr)
@@ -53,10 +54,12 @@ def run_chat(args: argparse.Namespace) -> int:
         if toolsets is not None:
             registry.resolve_toolsets(toolsets)  # unknown names fail before any model call
         install_agent_handlers(registry)
-        result = run_conversation(
-            args.prompt, registry=registry, model=client, toolsets=toolsets,
-            system_prompt=args.system, max_iterations=args.max_iterations, on_turn=progress,
-        )
+        with Engine(config, registry):  # runs the registry's execute_code calls
+            result = run_conversation(
+                args.prompt, registry=registry, model=client, toolsets=toolsets,
+                system_prompt=args.system, max_iterations=args.max_iterations,
+                on_turn=progress,
+            )
     ok = result.stop_reason in ("answer", "budget")
     if args.json:
         print_json({

@@ -1,30 +1,29 @@
 """Which tools a script may call, and the host-side handler of its calls.
 
-The allowed set is the intersection of the session's enabled and available tools with the
-sandbox allow-list. It is never widened: an empty intersection stays empty (fail closed).
-``execute_code`` itself, ``delegate_task``, agent-level tools and MCP tools are never
-reachable from a script; ``terminal`` is foreground only.
+A script may call the tools the session enabled and has available whose policy says
+``script_callable`` (see :class:`~execengine.policy.ToolPolicy`). The set is never widened:
+an empty intersection stays empty (fail closed). Agent-level tools are never callable, and
+parameters a tool's policy hides are removed from the script's stub and refused when a
+script sends them anyway.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from execengine.engine.stub import HIDDEN_PARAMS
-from execengine.registry import AGENT_LEVEL_TOOLS, ToolRegistry
+from execengine.context import CallContext
+from execengine.registry import ToolRegistry
 from execengine.rpc.channel import CallHandler
-
-SANDBOX_TOOLS = frozenset({"web_search", "web_extract", "read_file", "write_file",
-                           "search_files", "patch", "terminal"})
-NEVER = frozenset({"execute_code", "delegate_task"}) | AGENT_LEVEL_TOOLS
 
 
 def script_safe(registry: ToolRegistry, name: str) -> bool:
-    if name not in SANDBOX_TOOLS or name in NEVER or name.startswith("mcp"):
+    """True when ``name`` is registered and its policy lets scripts call it."""
+    if name not in registry:
         return False
-    return name in registry and not registry.get(name).agent_level
+    policy = registry.get(name).policy
+    return policy.script_callable and not policy.agent_level
 
 
 def allowed_tools(registry: ToolRegistry, enabled_toolsets: Iterable[str] | None = None, *,
@@ -36,27 +35,44 @@ def allowed_tools(registry: ToolRegistry, enabled_toolsets: Iterable[str] | None
 
 def function_schemas(registry: ToolRegistry, names: Iterable[str],
                      enabled_toolsets: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """The schemas the registry serves to the model, for these tools only."""
+    """The schemas the registry serves to the model, for these tools only, without the
+    parameters their policy hides from scripts."""
     wanted = set(names)
     out = []
     for definition in registry.get_tool_definitions(enabled_toolsets):
         fn = definition["function"]
         if fn["name"] in wanted:
-            out.append(fn)
+            out.append(_without(fn, registry.get(fn["name"]).policy.hidden_params))
     return out
 
 
-def script_call_handler(registry: ToolRegistry, *, task_id: str | None,
-                        extras: Mapping[str, Any] | None = None) -> CallHandler:
-    """Dispatch a script's call through the normal dispatcher (hooks, approval, caps)."""
-    extras = dict(extras or {})
+def _without(fn: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
+    if not hidden:
+        return fn
+    params = dict(fn.get("parameters") or {})
+    params["properties"] = {k: v for k, v in (params.get("properties") or {}).items()
+                            if k not in hidden}
+    if "required" in params:
+        params["required"] = [p for p in params["required"] if p not in hidden]
+    return {**fn, "parameters": params}
+
+
+def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHandler:
+    """Dispatch a script's call through the normal dispatcher (hooks, approval, caps).
+
+    Every call goes out with ``context`` and origin ``execute_code``; a tool that is not
+    callable from scripts, or a hidden parameter, is refused before dispatch.
+    """
+    context = context.replace(origin="execute_code")
 
     def handle(tool: str, args: dict[str, Any]) -> str:
-        hidden = HIDDEN_PARAMS.get(tool, frozenset())
-        used = sorted(p for p in hidden if args.get(p))
+        if not script_safe(registry, tool):
+            return json.dumps({"error": f"{tool} is not callable from execute_code scripts"})
+        hidden = registry.get(tool).policy.hidden_params
+        used = sorted(p for p in hidden if p in args)
         if used:
-            return json.dumps({"error": f"{tool} from execute_code is foreground only: "
-                                        f"{', '.join(used)} not allowed"})
-        return registry.dispatch(tool, args, task_id=task_id, origin="execute_code", **extras)
+            return json.dumps({"error": f"{tool} from execute_code does not take "
+                                        f"{', '.join(used)}: not allowed from scripts"})
+        return registry.dispatch(tool, args, context)
 
     return handle

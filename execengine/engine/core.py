@@ -16,11 +16,13 @@ import secrets
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from execengine.childenv import build_child_env
 from execengine.config import Config
+from execengine.context import CallContext
 from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
@@ -43,7 +45,7 @@ from execengine.engine.staging import (
 )
 from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
-from execengine.errors import SandboxError
+from execengine.errors import SandboxError, ToolError
 from execengine.hostdirs import sweep
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
@@ -78,6 +80,10 @@ class Engine:
         self._own_registry = registry is None
         self.registry = registry if registry is not None else ToolRegistry.with_builtins(
             self.config)
+        # the registry's execute_code tool runs on the first engine built on it (one per
+        # registry); later engines on the same registry run only what they are given
+        with contextlib.suppress(ToolError):
+            self.registry.attach_engine(self)
         if launcher is None:
             # The level comes from code_execution.isolation (auto: the highest this host
             # supports; min_isolation turns a downgrade into IsolationError).
@@ -111,6 +117,7 @@ class Engine:
                 return
             self._closed = True
             server, self._server = self._server, None
+        self.registry.detach_engine(self)
         if server is not None:
             server.close()
         self.launcher.close()
@@ -157,10 +164,15 @@ class Engine:
         interrupt: threading.Event | None = None,
         timeout: float | None = None,
         mode: str | None = None,
-        extras: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
-        script does; :class:`SandboxError` when the engine itself cannot run it)."""
+        script does; :class:`SandboxError` when the engine itself cannot run it).
+
+        The script's tool calls are dispatched with ``context`` (the host's approver, a
+        session id...), its ``task_id`` and ``cwd`` set from the arguments here and its
+        origin ``execute_code``.
+        """
         started = time.monotonic()
         if not code or not code.strip():
             return no_code_result()
@@ -172,10 +184,11 @@ class Engine:
         limit = float(timeout if timeout is not None else ce.timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))
-        call_extras = dict(extras or {})
-        if cwd:
-            call_extras["cwd"] = os.path.abspath(cwd)
-        handler = script_call_handler(self.registry, task_id=task_id, extras=call_extras)
+        call = context or CallContext()
+        task_id = task_id if task_id is not None else call.task_id
+        cwd = cwd or call.cwd
+        call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
+        handler = script_call_handler(self.registry, call)
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                      secrets.token_hex(16))
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
@@ -241,8 +254,6 @@ class Engine:
         )
         hint = hint_for(result, names)
         if hint:
-            from dataclasses import replace
-
             result = replace(result, hint=hint)
         return result
 

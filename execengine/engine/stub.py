@@ -1,6 +1,8 @@
 """Render ``hermes_tools.py`` for one execution from the tools' JSON schemas.
 
-The schemas are the same the registry serves to the model (one source of truth). Every
+The schemas are the same the registry serves to the model (one source of truth), less the
+parameters a tool's policy hides from scripts (removed by
+:func:`execengine.engine.allowed.function_schemas`). Every
 value that reaches the generated source goes through :func:`repr` or is checked to be an
 identifier, so a tool description or default cannot inject code. The template
 (``stubs/hermes_tools.py.j2``) stays thin; the transport lives in ``sandbox/``.
@@ -21,10 +23,6 @@ from execengine._resources import stubs_dir
 from execengine.errors import SchemaError
 
 TEMPLATE = "hermes_tools.py.j2"
-#: parameters removed from a tool's function in scripts (and refused on the host)
-HIDDEN_PARAMS: Mapping[str, frozenset[str]] = {
-    "terminal": frozenset({"background", "pty", "notify_on_complete", "check_interval"}),
-}
 _RESERVED = frozenset({"_call", "_acall", "_args", "aio", "ToolCallError", "json_parse",
                        "shell_quote", "retry"})
 _TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool",
@@ -78,8 +76,7 @@ def stub_function(name: str, schema: Mapping[str, Any]) -> StubFunction:
     params_schema = schema.get("parameters") or {}
     props: Mapping[str, Any] = params_schema.get("properties") or {}
     required = [p for p in params_schema.get("required") or [] if p in props]
-    hidden = HIDDEN_PARAMS.get(name, frozenset())
-    usable = [p for p in props if p not in hidden and p.isidentifier()
+    usable = [p for p in props if p.isidentifier()
               and not keyword.iskeyword(p) and p not in _RESERVED]
     ordered = [p for p in required if p in usable] + [p for p in usable if p not in required]
     parts: list[str] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
@@ -87,7 +88,12 @@ DELEGATE_SCHEMA = {
     },
 }
 
-specs.register("todo", "todo", TODO_SCHEMA, _host_only, emoji="📋")
-specs.register("memory", "memory", MEMORY_SCHEMA, _host_only, emoji="🧠")
-specs.register("session_search", "session_search", SESSION_SEARCH_SCHEMA, _host_only, emoji="🔎")
-specs.register("delegate_task", "delegation", DELEGATE_SCHEMA, _host_only, emoji="🤝")
+#: the agent loop handles these (set_agent_handler); scripts never reach them
+AGENT = ToolPolicy(agent_level=True)
+
+specs.register("todo", "todo", TODO_SCHEMA, _host_only, emoji="📋", policy=AGENT)
+specs.register("memory", "memory", MEMORY_SCHEMA, _host_only, emoji="🧠", policy=AGENT)
+specs.register("session_search", "session_search", SESSION_SEARCH_SCHEMA, _host_only,
+               emoji="🔎", policy=ToolPolicy(agent_level=True, read_only=True, parallel_safe=True))
+specs.register("delegate_task", "delegation", DELEGATE_SCHEMA, _host_only, emoji="🤝",
+               policy=AGENT)

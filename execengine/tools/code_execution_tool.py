@@ -2,21 +2,23 @@
 
 Its description is written per session by a schema patch from the tools a script could
 really call (names and one-line docs), the configured limits and the mode. When no tool is
-callable from scripts the tool is withheld (fail closed); called anyway, it says why.
+callable from scripts, or no :class:`~execengine.Engine` is attached to the registry, the
+tool is withheld (fail closed); called anyway, it says why.
+
+The engine is the host's: ``Engine(config, registry)`` attaches itself to a registry that
+has none (``registry.attach_engine``), and this tool runs scripts on ``registry.engine``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from execengine.context import ToolContext
-from execengine.engine.allowed import SANDBOX_TOOLS, allowed_tools
-from execengine.engine.core import Engine
+from execengine.engine.allowed import allowed_tools
 from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
 
 specs = ToolSpecs()
-
-ENGINE_SERVICE = "code_execution.engine"
 
 SCHEMA = {
     "description": "Run a Python script that calls tools programmatically "
@@ -103,41 +105,41 @@ def _sandbox_text(registry: ToolRegistry) -> str:
 
 
 def patch_schema(schema: dict[str, Any], dctx: DefinitionContext) -> dict[str, Any] | None:
+    if dctx.registry.engine is None:
+        return None  # nothing would run the script
     names = allowed_tools(dctx.registry, available=dctx.available)
     if not names:
         return None  # fail closed: nothing a script could call
     return {**schema, "description": describe(dctx.registry, names)}
 
 
-def unavailable_reason() -> str:
+def unavailable_reason(registry: ToolRegistry) -> str:
+    callable_ = sorted(e.name for e in registry.entries() if e.policy.script_callable)
     return ("execute_code is unavailable in this session: none of the tools a script may "
-            f"call ({', '.join(sorted(SANDBOX_TOOLS))}) is enabled and available.")
+            f"call ({', '.join(callable_) or 'none registered'}) is enabled and available.")
 
 
-def _engine(registry: ToolRegistry) -> Engine:
-    return Engine(config=registry.config, registry=registry)
+NO_ENGINE = ("execute_code is unavailable: no Engine is attached to this tool registry "
+             "(build one with Engine(config, registry))")
 
 
 def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     if ctx.origin == "execute_code":
         return '{"error": "execute_code cannot be called from a script"}'
-    engine = ctx.service(ENGINE_SERVICE, _engine)
-    enabled = ctx.extra("enabled_toolsets")
-    tools = ctx.extra("enabled_tools")
-    if not engine.allowed_tools(enabled, tools):
-        import json
-
-        return json.dumps({"status": "error", "error": unavailable_reason()})
-    extras = {k: v for k, v in ctx.extras.items()
-              if k not in ("enabled_toolsets", "enabled_tools", "interrupt")}
+    engine = ctx.registry.engine
+    if engine is None:
+        return json.dumps({"status": "error", "error": NO_ENGINE})
+    call = ctx.call
+    if not engine.allowed_tools(call.enabled_toolsets, call.enabled_tools):
+        return json.dumps({"status": "error", "error": unavailable_reason(ctx.registry)})
     result = engine.execute(
         str(args.get("code") or ""),
-        task_id=ctx.task_id,
-        cwd=ctx.extra("cwd"),
-        enabled_toolsets=enabled,
-        tools=tools,
-        interrupt=ctx.extra("interrupt"),
-        extras=extras,
+        task_id=call.task_id,
+        cwd=call.cwd,
+        enabled_toolsets=call.enabled_toolsets,
+        tools=call.enabled_tools,
+        interrupt=call.interrupt,
+        context=call.replace(enabled_toolsets=None, enabled_tools=None, interrupt=None),
     )
     return result.to_json()
 

@@ -16,6 +16,7 @@ from execengine.fileops.calls import filesystem_available, scope_of, string_arg
 from execengine.fileops.reading import check_window, read_window
 from execengine.fileops.suggest import suggest_paths
 from execengine.fileops.textio import atomic_write
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
@@ -100,7 +101,12 @@ WRITE_SCHEMA = {
     },
 }
 
+#: scripts may call both; both may join a parallel batch (a writer only when no other call
+#: of the batch touches its path)
+READER = ToolPolicy(script_callable=True, read_only=True, parallel_safe=True)
+WRITER = ToolPolicy(script_callable=True, parallel_safe=True)
+
 specs.register("read_file", "file", READ_SCHEMA, read_file, check_fn=filesystem_available,
-               emoji="📖", max_result_size_chars=120_000)
+               emoji="📖", max_result_size_chars=120_000, policy=READER)
 specs.register("write_file", "file", WRITE_SCHEMA, write_file, check_fn=filesystem_available,
-               emoji="✍️")
+               emoji="✍️", policy=WRITER)

@@ -18,6 +18,7 @@ from execengine.fileops.patching import apply_patch
 from execengine.fileops.replace import replace
 from execengine.fileops.suggest import suggest_paths
 from execengine.fileops.textio import atomic_write, read_text
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
@@ -93,4 +94,5 @@ PATCH_SCHEMA = {
     },
 }
 
-specs.register("patch", "file", PATCH_SCHEMA, patch, check_fn=filesystem_available, emoji="🩹")
+specs.register("patch", "file", PATCH_SCHEMA, patch, check_fn=filesystem_available, emoji="🩹",
+               policy=ToolPolicy(script_callable=True, parallel_safe=True))

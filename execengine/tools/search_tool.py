@@ -14,17 +14,15 @@ from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of
 from execengine.fileops.search import search
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 
-#: host extra forcing a backend ("ripgrep" or "python"); tests and benchmarks use it
-BACKEND_EXTRA = "search_backend"
-
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        return search(scope_of(ctx), args, backend=ctx.extra(BACKEND_EXTRA, "auto"))
+        return search(scope_of(ctx), args, backend=ctx.call.search_backend)
     except FileOpError as exc:
         return exc.to_dict()
 
@@ -63,4 +61,5 @@ SEARCH_SCHEMA = {
 }
 
 specs.register("search_files", "file", SEARCH_SCHEMA, search_files, check_fn=search_available,
-               emoji="🔍", max_result_size_chars=100_000)
+               emoji="🔍", max_result_size_chars=100_000,
+               policy=ToolPolicy(script_callable=True, read_only=True, parallel_safe=True))

@@ -16,6 +16,7 @@ from typing import Any
 from execengine.approval.gate import check_command
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalError
 from execengine.terminal.session import TERMINAL, TerminalService
@@ -177,7 +178,9 @@ def process(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
                          f"{', '.join(known) or 'none'}"}
 
 
+#: scripts run foreground commands only: the background and pty parameters are hidden
 specs.register("terminal", "terminal", TERMINAL_SCHEMA, terminal, check_fn=check_terminal,
-               emoji="💻")
+               emoji="💻", policy=ToolPolicy(script_callable=True,
+                                            hidden_params=frozenset({"background", "pty"})))
 specs.register("process", "terminal", PROCESS_SCHEMA, process, check_fn=check_terminal,
                emoji="⚙️")

@@ -15,6 +15,7 @@ from typing import Any
 
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolSpecs
 from execengine.web.convert import convert
 from execengine.web.errors import WebError
@@ -36,9 +37,6 @@ log = logging.getLogger(__name__)
 MAX_URLS = 20
 MAX_PARALLEL = 8
 SPILL = "web.spill"
-#: host extras: a ``Fetcher`` or ``SearchProvider`` to use instead of the configured ones
-FETCHER_EXTRA = "web_fetcher"
-PROVIDER_EXTRA = "web_search_provider"
 
 WEB_SEARCH_SCHEMA = {
     "description": "Search the web. Returns up to `limit` results, each with title, url and "
@@ -78,8 +76,8 @@ def search_available(config: Config) -> bool | str:
 
 
 def _fetcher(ctx: ToolContext) -> Fetcher:
-    given = ctx.extra(FETCHER_EXTRA)
-    return given if isinstance(given, Fetcher) else Fetcher.from_config(ctx.config.web)
+    given = ctx.call.fetcher
+    return given if given is not None else Fetcher.from_config(ctx.config.web)
 
 
 def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
@@ -96,7 +94,7 @@ def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     secret = api_key(getattr(web, web.provider)) if web.provider in ("brave", "tavily") else None
     provider: SearchProvider
     try:
-        given = ctx.extra(PROVIDER_EXTRA)
+        given = ctx.call.search_provider
         provider = given if given is not None else make_provider(web, _fetcher(ctx))
         results = provider.search(query.strip(), limit)
     except WebError as exc:
@@ -174,6 +172,10 @@ def extract_one(url: Any, fetcher: Fetcher, store: SpillStore, limit: int) -> di
     return entry
 
 
+#: web_search holds the provider's API key: in a distributed batch it is served on the driver
 specs.register("web_search", "web", WEB_SEARCH_SCHEMA, web_search,
-               check_fn=search_available, emoji="🔍")
-specs.register("web_extract", "web", WEB_EXTRACT_SCHEMA, web_extract, emoji="🌐")
+               check_fn=search_available, emoji="🔍",
+               policy=ToolPolicy(script_callable=True, read_only=True, parallel_safe=True,
+                                 driver_held=True))
+specs.register("web_extract", "web", WEB_EXTRACT_SCHEMA, web_extract, emoji="🌐",
+               policy=ToolPolicy(script_callable=True, read_only=True, parallel_safe=True))

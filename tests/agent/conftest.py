@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from execengine.config import Config
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 
@@ -231,18 +232,20 @@ def build_registry(root: Path, gate: Gate, config: Config | None = None
 
     reg.register("read_file", "file", {"description": "Read a file", "parameters": _obj(
         {"path": {"type": "string"}, "offset": {"type": "integer", "minimum": 1}},
-        ["path"])}, read_file)
+        ["path"])}, read_file, policy=ToolPolicy(read_only=True, parallel_safe=True))
     reg.register("write_file", "file", {"description": "Write a file", "parameters": _obj(
         {"path": {"type": "string"}, "content": {"type": "string"}}, ["path", "content"])},
-        write_file)
+        write_file, policy=ToolPolicy(parallel_safe=True))
     reg.register("web_search", "web", {"description": "Search", "parameters": _obj(
-        {"query": {"type": "string"}, "limit": {"type": "integer"}}, ["query"])}, web_search)
+        {"query": {"type": "string"}, "limit": {"type": "integer"}}, ["query"])}, web_search,
+        policy=ToolPolicy(read_only=True, parallel_safe=True))
     reg.register("clarify", "clarify", {"description": "Ask the user", "parameters": _obj(
         {"question": {"type": "string"}}, ["question"])}, clarify)
     reg.register("fail", "debug", {"description": "Always fails", "parameters": _obj({})},
                  fail)
     reg.register("delegate_task", "delegation", {"description": "Delegate", "parameters": _obj(
-        {"goal": {"type": "string"}}, ["goal"])}, delegate)
+        {"goal": {"type": "string"}}, ["goal"])}, delegate,
+        policy=ToolPolicy(agent_level=True))
     reg.set_agent_handler("delegate_task", delegate)
     return reg, tools
 

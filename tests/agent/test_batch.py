@@ -9,29 +9,76 @@ import threading
 import pytest
 
 from execengine.agent.batch import ParallelPolicy, paths_overlap, plan_batch, run_parallel
+from execengine.policy import ToolPolicy
+from execengine.registry import ToolRegistry
 
 
-def plan(tmp_path, *calls):
-    return plan_batch(list(calls), cwd=str(tmp_path))
+@pytest.fixture(scope="module")
+def builtin_policy():
+    with ToolRegistry.with_builtins(plugins=False) as reg:
+        return ParallelPolicy.from_registry(reg)
 
 
-def test_read_only_tools_run_in_parallel(tmp_path):
+@pytest.fixture
+def plan(builtin_policy):
+    def plan(tmp_path, *calls):
+        return plan_batch(list(calls), cwd=str(tmp_path), policy=builtin_policy)
+    return plan
+
+
+def test_builtin_policy_comes_from_the_declarations(builtin_policy):
+    assert builtin_policy.parallel_safe == {"web_search", "web_extract", "session_search"}
+    assert builtin_policy.path_scoped == {"read_file": False, "search_files": False,
+                                          "write_file": True, "patch": True}
+    assert builtin_policy.path_defaults == {"search_files": "."}
+
+
+def test_no_policy_runs_everything_sequentially(tmp_path):
+    p = plan_batch([("read_file", {"path": "a"}), ("read_file", {"path": "b"})])
+    assert not p.parallel and "not known to be parallel-safe" in p.reason
+
+
+def test_a_users_tool_declares_itself_parallel_safe(tmp_path):
+    schema = {"description": "d", "parameters": {"type": "object", "properties": {
+        "q": {"type": "string"}}}}
+    saver = {"description": "d", "parameters": {"type": "object", "properties": {
+        "path": {"type": "string"}}}}
+    with ToolRegistry() as reg:
+        reg.register("lookup", "mine", schema, lambda a, c: "",
+                     policy=ToolPolicy(read_only=True, parallel_safe=True))
+        reg.register("save", "mine", saver, lambda a, c: "",
+                     policy=ToolPolicy(parallel_safe=True))
+        reg.register("undeclared", "mine", schema, lambda a, c: "")
+        reg.register("blind_writer", "mine", schema, lambda a, c: "",
+                     policy=ToolPolicy(parallel_safe=True))  # no path: cannot be checked
+        policy = ParallelPolicy.from_registry(reg)
+    cwd = str(tmp_path)
+    assert plan_batch([("lookup", {}), ("save", {"path": "x"}), ("save", {"path": "y"})],
+                      policy=policy, cwd=cwd).parallel
+    assert not plan_batch([("save", {"path": "x"}), ("save", {"path": "x"})],
+                          policy=policy, cwd=cwd).parallel
+    for other in ("undeclared", "blind_writer"):
+        p = plan_batch([("lookup", {}), (other, {})], policy=policy, cwd=cwd)
+        assert not p.parallel and other in p.reason
+
+
+def test_read_only_tools_run_in_parallel(tmp_path, plan):
     p = plan(tmp_path, ("web_search", {"query": "a"}), ("web_extract", {"urls": []}),
              ("read_file", {"path": "a"}), ("read_file", {"path": "a"}))
     assert p.parallel  # reading one file twice is harmless
 
 
-def test_single_call_is_sequential(tmp_path):
+def test_single_call_is_sequential(tmp_path, plan):
     assert not plan(tmp_path, ("web_search", {"query": "a"})).parallel
 
 
 @pytest.mark.parametrize("name", ["clarify", "terminal", "execute_code", "my_plugin_tool"])
-def test_unsafe_or_unknown_tools_force_sequential(tmp_path, name):
+def test_unsafe_or_unknown_tools_force_sequential(tmp_path, name, plan):
     p = plan(tmp_path, ("web_search", {"query": "a"}), (name, {}))
     assert not p.parallel and name in p.reason
 
 
-def test_writes_to_different_files_run_in_parallel(tmp_path):
+def test_writes_to_different_files_run_in_parallel(tmp_path, plan):
     assert plan(tmp_path, ("write_file", {"path": "a.txt", "content": ""}),
                 ("patch", {"path": "b.txt", "old_string": "x", "new_string": "y"}),
                 ("read_file", {"path": "c.txt"})).parallel
@@ -43,37 +90,37 @@ def test_writes_to_different_files_run_in_parallel(tmp_path):
     ("dir/x.txt", "dir"),
     ("dir", "dir/deep/x.txt"),
 ])
-def test_overlapping_writer_paths_force_sequential(tmp_path, a, b):
+def test_overlapping_writer_paths_force_sequential(tmp_path, a, b, plan):
     p = plan(tmp_path, ("write_file", {"path": a, "content": ""}), ("read_file", {"path": b}))
     assert not p.parallel and "overlaps" in p.reason
 
 
-def test_absolute_and_relative_spellings_overlap(tmp_path):
+def test_absolute_and_relative_spellings_overlap(tmp_path, plan):
     assert not plan(tmp_path, ("write_file", {"path": "f", "content": ""}),
                     ("read_file", {"path": str(tmp_path / "f")})).parallel
 
 
-def test_symlinks_are_resolved(tmp_path):
+def test_symlinks_are_resolved(tmp_path, plan):
     (tmp_path / "real").mkdir()
     os.symlink(tmp_path / "real", tmp_path / "link")
     assert not plan(tmp_path, ("write_file", {"path": "link/f", "content": ""}),
                     ("read_file", {"path": "real/f"})).parallel
 
 
-def test_search_over_a_directory_being_written_is_sequential(tmp_path):
+def test_search_over_a_directory_being_written_is_sequential(tmp_path, plan):
     assert not plan(tmp_path, ("write_file", {"path": "src/a.py", "content": ""}),
                     ("search_files", {"pattern": "x"})).parallel  # default path "."
     assert plan(tmp_path, ("write_file", {"path": "src/a.py", "content": ""}),
                 ("search_files", {"pattern": "x", "path": "docs"})).parallel
 
 
-def test_multi_file_patch_has_no_single_path(tmp_path):
+def test_multi_file_patch_has_no_single_path(tmp_path, plan):
     p = plan(tmp_path, ("patch", {"mode": "patch", "patch": "..."}),
              ("read_file", {"path": "x"}))
     assert not p.parallel
 
 
-def test_sibling_prefix_is_not_overlap(tmp_path):
+def test_sibling_prefix_is_not_overlap(tmp_path, plan):
     assert not paths_overlap(tmp_path / "ab", tmp_path / "a")
     assert plan(tmp_path, ("write_file", {"path": "a", "content": ""}),
                 ("write_file", {"path": "ab", "content": ""})).parallel

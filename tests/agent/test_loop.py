@@ -10,6 +10,7 @@ import pytest
 from execengine.agent import ChatCompletionsClient, run_conversation
 from execengine.agent.loop import EMPTY_NUDGE
 from execengine.config import Config
+from execengine.context import CallContext
 
 from .conftest import HttpStatus, assert_valid_transcript, call, reply
 
@@ -18,7 +19,7 @@ def run(server: Any, reg: Any, tmp_path: Any, prompt: str = "go", **kw: Any) -> 
     client = ChatCompletionsClient(server.base_url, "scripted", api_key="sk-test",
                                    retry_backoff=0.01)
     result = run_conversation(prompt, registry=reg, model=client,
-                              extras={"cwd": str(tmp_path)}, **kw)
+                              context=CallContext(cwd=str(tmp_path)), **kw)
     for body in server.requests:
         assert_valid_transcript(body["messages"])
     assert_valid_transcript(result.messages)

@@ -8,6 +8,8 @@ import pytest
 
 from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
 from execengine.config import Config
+from execengine.context import CallContext
+from execengine.engine import Engine
 from execengine.registry import ToolRegistry
 
 from .conftest import assert_valid_transcript, call, reply
@@ -16,10 +18,9 @@ from .conftest import assert_valid_transcript, call, reply
 @pytest.fixture
 def builtins(tmp_path):
     cfg = Config().with_overrides({"agent.memory_file": str(tmp_path / "memory.json")})
-    reg = ToolRegistry.with_builtins(cfg, plugins=False)
-    install_agent_handlers(reg)
-    yield reg
-    reg.close()
+    with ToolRegistry.with_builtins(cfg, plugins=False) as reg, Engine(cfg, reg):
+        install_agent_handlers(reg)
+        yield reg
 
 
 def test_files_patch_and_execute_code(chat_server, builtins, tmp_path):
@@ -41,7 +42,7 @@ def test_files_patch_and_execute_code(chat_server, builtins, tmp_path):
     )
     client = ChatCompletionsClient(chat_server.base_url, "m")
     result = run_conversation("set up the files", registry=builtins, model=client,
-                              extras={"cwd": str(work)})
+                              context=CallContext(cwd=str(work)))
     assert result.stop_reason == "answer", result
     assert [c.status for c in result.tool_calls] == ["ok"] * 6
     assert (work / "a.txt").read_text() == "hello\n"

@@ -8,6 +8,8 @@ import threading
 from execengine.agent import ToolCallPipeline
 from execengine.agent.messages import normalize_assistant
 from execengine.config import Config
+from execengine.context import CallContext
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 from .conftest import assert_valid_transcript, call
@@ -17,7 +19,7 @@ def test_anthropic_tool_use_through_the_pipeline(make_registry, tmp_path):
     (tmp_path / "a.txt").write_text("A")
     reg, tools = make_registry()
     pipe = ToolCallPipeline(reg, tools=reg.get_tool_definitions(format="anthropic"),
-                            extras={"cwd": str(tmp_path)})
+                            context=CallContext(cwd=str(tmp_path)))
     out = pipe.process({"role": "assistant", "stop_reason": "tool_use", "content": [
         {"type": "text", "text": "reading"},
         {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.txt"}},
@@ -31,7 +33,7 @@ def test_anthropic_tool_use_through_the_pipeline(make_registry, tmp_path):
 
 def test_every_call_gets_exactly_one_result_in_order(make_registry, tmp_path):
     reg, _ = make_registry()
-    pipe = ToolCallPipeline(reg, extras={"cwd": str(tmp_path)})
+    pipe = ToolCallPipeline(reg, context=CallContext(cwd=str(tmp_path)))
     msg = {"role": "assistant", "content": "", "tool_calls": [
         call("nope", "{}", "1"), call("web_search", '{"query": "a"}', "2"),
         call("web_search", '{"query": "a"}', "3"), call("read_file", "{bad", "4"),
@@ -58,9 +60,11 @@ def test_batch_timeout_through_the_pipeline(tmp_path):
         return "late"
 
     reg.register("web_search", "web", {"description": "s", "parameters": {
-        "type": "object", "properties": {"query": {"type": "string"}}}}, stuck)
+        "type": "object", "properties": {"query": {"type": "string"}}}}, stuck,
+        policy=ToolPolicy(read_only=True, parallel_safe=True))
     reg.register("web_extract", "web", {"description": "e", "parameters": {
-        "type": "object", "properties": {}}}, lambda a, c: {"pages": []})
+        "type": "object", "properties": {}}}, lambda a, c: {"pages": []},
+        policy=ToolPolicy(read_only=True, parallel_safe=True))
     try:
         out = ToolCallPipeline(reg).process({"role": "assistant", "tool_calls": [
             call("web_search", {"query": "q"}, "s"), call("web_extract", {}, "e")]})

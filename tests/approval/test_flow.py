@@ -8,6 +8,7 @@ import os
 import pty
 import threading
 from pathlib import Path
+from typing import Any
 
 from execengine._configload import load
 from execengine.approval.approver import (
@@ -19,15 +20,15 @@ from execengine.approval.approver import (
 )
 from execengine.approval.gate import check_command
 from execengine.config import Config, load_config
-from execengine.context import ToolContext
+from execengine.context import CallContext, ToolContext
 from execengine.registry import ToolRegistry
 
 DANGER = "rm -rf /srv/data"
 REQ = ApprovalRequest(DANGER, ("recursive delete",), "t1")
 
 
-def ctx(reg: ToolRegistry, task: str = "t1", **extras: object) -> ToolContext:
-    return ToolContext(reg, reg.config, task, "agent", extras)
+def ctx(reg: ToolRegistry, task: str = "t1", **fields: Any) -> ToolContext:
+    return ToolContext(reg, reg.config, CallContext(task_id=task, **fields))
 
 
 class Counting:

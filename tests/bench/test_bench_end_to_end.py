@@ -14,6 +14,7 @@ from execengine.bench.tokens import TokenCounter
 from execengine.bench.workflow import Plan, Workflow, call
 from execengine.cli import main
 from execengine.config import Config
+from execengine.engine import Engine
 from execengine.registry import ToolRegistry
 
 pytest.importorskip("tiktoken")
@@ -29,7 +30,7 @@ def fx() -> Iterator[Fixtures]:
 @pytest.fixture(scope="module")
 def runner(fx: Fixtures) -> Iterator[Runner]:
     cfg = Config().with_overrides(bench_overrides(fx))
-    with ToolRegistry.with_builtins(cfg, plugins=False) as reg:
+    with ToolRegistry.with_builtins(cfg, plugins=False) as reg, Engine(cfg, reg):
         missing = {"execute_code", "read_file", "terminal", "web_search"} - set(
             reg.available_tools())
         if missing:

@@ -11,6 +11,7 @@ from pathlib import Path
 from execengine.config import Config
 from execengine.launch.base import Launcher, LaunchSpec
 from execengine.launch.local import LocalLauncher, processes_with_token
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 CHILDREN = Path(__file__).resolve().parent.parent / "children"
@@ -55,8 +56,9 @@ class Recorder(Launcher):
         return self.inner.launch(spec)
 
 
-def make_registry(config: Config, calls: list | None = None) -> ToolRegistry:
-    reg = ToolRegistry(config)
+def make_registry(config: Config, calls: list | None = None, *,
+                  cls: type[ToolRegistry] = ToolRegistry) -> ToolRegistry:
+    reg = cls(config)
     lock = threading.Lock()
 
     def web_search(args, ctx):
@@ -73,13 +75,16 @@ def make_registry(config: Config, calls: list | None = None) -> ToolRegistry:
     def read_file(args, ctx):
         return json.dumps(json.dumps({"content": "double-encoded"}))  # decoded twice
 
-    reg.register("web_search", "web", ECHO_SCHEMA, web_search)
-    reg.register("terminal", "terminal", TERMINAL_SCHEMA, terminal)
+    script = ToolPolicy(script_callable=True)
+    reg.register("web_search", "web", ECHO_SCHEMA, web_search, policy=script)
+    reg.register("terminal", "terminal", TERMINAL_SCHEMA, terminal,
+                 policy=ToolPolicy(script_callable=True, hidden_params={"background", "pty"}))
     reg.register("read_file", "file", {"description": "Read.", "parameters": {
         "type": "object", "properties": {"path": {"type": "string"}},
-        "required": ["path"]}}, read_file)
+        "required": ["path"]}}, read_file, policy=script)
     reg.register("memory", "memory", {"description": "m", "parameters": {
-        "type": "object", "properties": {}}}, lambda a, c: "{}")
+        "type": "object", "properties": {}}}, lambda a, c: "{}",
+        policy=ToolPolicy(agent_level=True))
     return reg
 
 

@@ -127,7 +127,7 @@ def test_background_terminal_refused_on_host(engine):
         print(call_tool("terminal", {"command": "echo"})["exit_code"])
     """)
     lines = r.output.splitlines()
-    assert "foreground only" in lines[0] and lines[1] == "0"
+    assert "background" in lines[0] and "not allowed" in lines[0] and lines[1] == "0"
 
 
 def test_disallowed_tools_and_budget(make_engine):

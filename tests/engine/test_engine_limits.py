@@ -9,6 +9,7 @@ import time
 from _engine_helpers import ECHO_SCHEMA, Recorder, engine_config
 
 from execengine.engine import Engine
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 
@@ -50,7 +51,8 @@ def test_a_second_execution_runs_while_the_first_has_hung_calls(leakcheck):
         return {"query": args["query"]}
 
     reg = ToolRegistry(cfg)
-    reg.register("web_search", "web", ECHO_SCHEMA, web_search)
+    reg.register("web_search", "web", ECHO_SCHEMA, web_search,
+                 policy=ToolPolicy(script_callable=True))
     launcher = Recorder()
     leakcheck.append(launcher)
     stop = threading.Event()

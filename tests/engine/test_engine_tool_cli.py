@@ -8,13 +8,28 @@ import os
 from _engine_helpers import engine_config, make_registry
 
 from execengine.cli import main
+from execengine.context import CallContext
+from execengine.engine import Engine
 from execengine.registry import ToolRegistry
+from execengine.tools import code_execution_tool
 
 
-def _registry():
-    reg = make_registry(engine_config())
-    reg.apply(__import__("execengine.tools.code_execution_tool",
-                         fromlist=["specs"]).specs)
+class _Hosted(ToolRegistry):
+    """A registry holding its engine, closing it on close (test convenience)."""
+
+    held: Engine | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.held is not None:
+            self.held.close()
+
+
+def _registry(engine: bool = True):
+    reg = make_registry(engine_config(), cls=_Hosted)
+    reg.apply(code_execution_tool.specs)
+    if engine:
+        reg.held = Engine(reg.config, reg)
     return reg
 
 
@@ -41,14 +56,15 @@ def test_empty_allowed_set_fails_closed():
         names = [d["function"]["name"] for d in
                  reg.get_tool_definitions(["code_execution", "memory"])]
         assert names == ["memory"]  # withheld
-        out = json.loads(reg.dispatch("execute_code", {"code": "print(1)"},
-                                      enabled_toolsets=["code_execution", "memory"]))
+        out = json.loads(reg.dispatch("execute_code", {"code": "print(1)"}, CallContext(
+            enabled_toolsets=("code_execution", "memory"))))
         assert out["status"] == "error" and "unavailable" in out["error"]
         out = json.loads(reg.dispatch("execute_code", {"code": "print(1)"},
-                                      enabled_tools=["memory", "execute_code"]))
+                                      CallContext(enabled_tools=("memory", "execute_code"))))
         assert "unavailable" in out["error"]
         # a script cannot reach execute_code
-        out = json.loads(reg.dispatch("execute_code", {"code": "1"}, origin="execute_code"))
+        out = json.loads(reg.dispatch("execute_code", {"code": "1"},
+                                      CallContext(origin="execute_code")))
         assert "cannot be called from a script" in out["error"]
     finally:
         reg.close()
@@ -71,6 +87,35 @@ def test_builtin_registry_offers_execute_code():
     try:
         assert "execute_code" in reg
     finally:
+        reg.close()
+
+
+def test_execute_code_needs_an_attached_engine():
+    reg = _registry(engine=False)
+    try:
+        names = [d["function"]["name"] for d in reg.get_tool_definitions()]
+        assert "execute_code" not in names and "web_search" in names  # withheld
+        out = json.loads(reg.dispatch("execute_code", {"code": "print(1)"}))
+        assert out["status"] == "error" and "no Engine is attached" in out["error"]
+    finally:
+        reg.close()
+
+
+def test_one_engine_per_registry(tmp_path):
+    reg = _registry(engine=False)
+    first = Engine(reg.config, reg)
+    second = Engine(reg.config, reg)  # the registry already has one: not attached
+    try:
+        assert reg.engine is first
+        out = json.loads(reg.dispatch("execute_code", {"code": "print(2)"}))
+        assert out["status"] == "success" and out["output"] == "2\n"
+        assert second._server is None  # the tool never touched the second engine
+        first.close()
+        assert reg.engine is None  # closing detaches
+        reg.attach_engine(second)
+        assert reg.engine is second
+    finally:
+        second.close()
         reg.close()
 
 

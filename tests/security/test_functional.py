@@ -11,6 +11,7 @@ import pytest
 
 from execengine.config import Config
 from execengine.engine import Engine
+from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
 from .conftest import level_params
@@ -31,7 +32,8 @@ def _registry(config: Config) -> ToolRegistry:
     reg.register("web_search", "web", {
         "description": "Search the web.",
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
-                       "required": ["query"]}}, web_search)
+                       "required": ["query"]}}, web_search,
+        policy=ToolPolicy(script_callable=True))
     return reg
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from execengine.config import Config, load_config
+from execengine.context import CallContext
 from execengine.registry import ToolRegistry
 from execengine.workdirs import WORKDIRS, TaskDirs
 
@@ -70,7 +71,8 @@ def test_relative_paths_follow_the_task_directory(reg, home):
     reg.service(WORKDIRS, TaskDirs).set("T1", str(sub))
     out = json.loads(reg.dispatch("read_file", {"path": "here.txt"}, task_id="T1"))
     assert out["content"] == "     1|in sub"
-    explicit = json.loads(reg.dispatch("read_file", {"path": "here.txt"}, cwd=str(sub)))
+    explicit = json.loads(reg.dispatch("read_file", {"path": "here.txt"},
+                                     CallContext(cwd=str(sub))))
     assert explicit["content"] == "     1|in sub"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from execengine.config import Config
+from execengine.context import CallContext
 from execengine.fileops.calls import scope_of
 from execengine.fileops.search import search
 from execengine.registry import ToolRegistry
@@ -74,7 +75,7 @@ def reg(tree: Path):
 
 
 def run(reg: ToolRegistry, backend: str, **args):
-    out = json.loads(reg.dispatch("search_files", args, search_backend=backend))
+    out = json.loads(reg.dispatch("search_files", args, CallContext(search_backend=backend)))
     if "error" not in out:
         assert out.pop("backend") == backend
     return out
@@ -260,5 +261,5 @@ def test_relative_paths_outside_cwd_are_absolute(reg, tree):
     other = Config().with_overrides({"terminal.cwd": str(tree / "sub")})
     with ToolRegistry.with_builtins(other, plugins=False) as r2:
         res = json.loads(r2.dispatch("search_files", {"pattern": "TODO", "path": ".."},
-                                     search_backend="python"))
+                                     CallContext(search_backend="python")))
     assert res["matches"][0]["path"] == os.path.join(str(tree), "a.py")

@@ -12,6 +12,7 @@ import pytest
 
 from execengine.approval.approver import Answer, ApprovalRequest, Decision
 from execengine.config import Config
+from execengine.context import CallContext
 from execengine.registry import ToolRegistry
 from execengine.workdirs import WORKDIRS, TaskDirs
 from tests.terminal.conftest import procs_with
@@ -26,8 +27,9 @@ def reg(tmp_path: Path) -> Iterator[ToolRegistry]:
 
 
 def call(reg: ToolRegistry, name: str, task: str = "t1", origin: str = "agent", **args):
-    return json.loads(reg.dispatch(name, args, task_id=task, origin=origin,
-                                   **args.pop("_extras", {})))
+    extra = args.pop("_extras", {})
+    return json.loads(reg.dispatch(name, args, CallContext(origin=origin, **extra),
+                                   task_id=task))
 
 
 def test_registered_and_available(reg) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from execengine.config import Config
+from execengine.context import CallContext
 from execengine.registry import ToolRegistry
 
 _spec = importlib.util.spec_from_file_location(
@@ -50,7 +51,7 @@ def registry(**overrides: Any) -> ToolRegistry:
 
 
 def call(reg: ToolRegistry, name: str, **args: Any) -> Any:
-    return json.loads(reg.dispatch(name, args, origin="execute_code"))
+    return json.loads(reg.dispatch(name, args, CallContext(origin="execute_code")))
 
 
 # -- web_search ------------------------------------------------------------------------
@@ -219,13 +220,12 @@ def test_single_url_string_is_accepted(server: Any) -> None:
 
 
 def test_hosts_can_supply_their_own_provider() -> None:
-    from execengine.tools.web_tools import PROVIDER_EXTRA
     from execengine.web.providers import SearchResult, StaticProvider
 
     fake = StaticProvider([SearchResult("t", "https://u.example/", "d")])
     with registry(provider="searxng", **{"searxng.url": "http://127.0.0.1:1/"}) as reg:
         text = reg.dispatch("web_search", {"query": " q ", "limit": 50},
-                            **{PROVIDER_EXTRA: fake})
+                            CallContext(search_provider=fake))
     assert json.loads(text) == {"data": {"web": [
         {"title": "t", "url": "https://u.example/", "description": "d"}]}}
     assert fake.queries == [("q", 20)]
