@@ -29,7 +29,7 @@ tool schema).
 Errors inside tools (FileOpError, WebError, TerminalError) never leave the dispatcher: they
 become ``{"error": ...}`` results the model or the script reads.
 
-Lower-layer errors (``zmq.ZMQError``, ``OSError``, ``yaml.YAMLError``) are translated where
+Lower-layer errors (``OSError``, ``yaml.YAMLError``) are translated where
 they enter the library, with ``raise ... from exc``.
 """
 

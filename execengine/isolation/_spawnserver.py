@@ -2,7 +2,7 @@
 
 Why a separate process: entering a sandbox needs Python code between fork and exec
 (unshare, mounts, pivot_root, uid drop, Landlock, seccomp). The engine host is threaded
-(zmq I/O threads, a tool worker pool), and forking a threaded process to run Python is
+(the RPC loop thread, a tool worker pool), and forking a threaded process to run Python is
 unsafe (``preexec_fn`` warns for that reason). So the launcher starts this process once,
 with plain fork+exec, and it never starts a thread: every sandbox is forked from here.
 Being exec'd fresh, it also carries no host secrets in memory or ``/proc/self/environ``
@@ -31,7 +31,9 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 * host → spawner: ``{"op": "kill_uid", "uid": N, "sig": S}``: signal every process of that
   uid (a helper drops to the uid and calls ``kill(-1, sig)``); reply ``{"ok": true}``.
 
-EOF on the socket: SIGKILL every child still running (warm or not), then exit. The spawner
+EOF on the socket (the host closed it, or died): kill everything of every execution still
+running at once (its cgroup, every process of its slot uid, the entries, and whatever
+was reparented to us), reap it, remove its cgroups, then exit. The spawner
 is a child subreaper, so processes that escaped their session are reaped here too.
 """
 

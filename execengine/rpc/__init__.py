@@ -1,7 +1,8 @@
 """Host side of the execute_code RPC (protocol in ``docs/protocol.md``).
 
 :mod:`.protocol` parses and builds messages, :mod:`.channel` is one execution's end
-(secret, allowed tools, budget), :mod:`.server` is the pyzmq loop serving all of them,
+(secret, allowed tools, budget), :mod:`.server` is the epoll loop serving all of them
+(:mod:`.zmtp` its ZMTP codec, :mod:`.connection` one peer with its reply queue),
 :mod:`.pool` the bounded worker pool that runs tool calls.
 """
 

@@ -146,6 +146,8 @@ def test_sigkilled_host_leaves_nothing(level, also_spawner, private_tmp):
             while alive(victims) and time.monotonic() - killed_at < 5:
                 time.sleep(0.01)
             took = time.monotonic() - killed_at
+            print(f"\n{level}: everything of the execution gone {took * 1000:.0f} ms after "
+                  "the host was SIGKILLed")
             assert alive(victims) == [], f"still running {took:.2f} s after the host died"
             assert took < 1.0, f"the execution took {took:.2f} s to die with its host"
         # the next engine start removes what the dead host left
