@@ -79,7 +79,10 @@ class _Grants:
                 except OSError as exc:
                     raise SandboxError(f"cannot grant the sandbox uid access to {path}: "
                                        f"{exc}") from exc
-                if changed or path in self._count:
+                # an entry we did not add (another engine's) is held too, so the ledgers
+                # show it in use until the last holder releases it
+                if (changed or path in self._count
+                        or acl.group_perm(path, self.gid) is not None):
                     self._count[path] = self._count.get(path, 0) + 1
                     taken.append(path)
             if taken and self._ledger is not None:
