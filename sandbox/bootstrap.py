@@ -1,15 +1,21 @@
-"""Entry point of the sandboxed child: ``python -m _execengine.bootstrap <staging>/script.py``.
+"""Entry point of the sandboxed child.
 
-``PYTHONPATH`` holds the staging directory, where ``_execengine/`` is a copy of this package
-and ``hermes_tools.py`` the rendered stub. In order, the bootstrap:
+The engine starts ``python -c "{ENTRY}" <staging>/script.py`` (``-c`` rather than ``-m``:
+runpy and what it imports are start-up time every execution would pay). ``PYTHONPATH``
+holds the staging directory, where ``_execengine/`` is a copy of this package and
+``hermes_tools.py`` the rendered stub. In order, the bootstrap:
 
-1. makes the process a child subreaper (Linux), so descendants that ``setsid`` or
-   double-fork are reparented to it and the host can find and kill them;
-2. starts the watchdog on ``EXECENGINE_WATCHDOG_FD`` (removed from the environment): EOF on
-   that pipe means the host is gone; then every descendant (found through ``/proc``) and
-   the process group are killed with SIGKILL, and the bootstrap exits;
-3. connects to the host and says hello in a background thread, so the script does not wait
-   for it (the first tool call does);
+1. makes the process a child subreaper (Linux) only when ``EXECENGINE_SUBREAPER=1`` asks
+   for it: the sandboxed launchers set the attribute before ``exec`` (it survives
+   ``execve``), and at level ``none`` the host finds strays by run token instead, so the
+   child does not pay for importing ``ctypes``;
+2. starts the watchdog on ``EXECENGINE_WATCHDOG_FD`` (removed from the environment) and
+   writes one byte, ``R``, on it: that is the start-up handshake the host waits for. EOF
+   on it means the host is gone; then every descendant (found through ``/proc``, by parent
+   and by run token) and the process group are killed with SIGKILL, and the bootstrap
+   exits;
+3. does not connect to the host: the first tool call does (a script without tool calls
+   never imports the RPC client);
 4. runs the script as ``__main__`` the way ``python script.py`` would: ``sys.argv`` is
    ``[script]``, ``__file__`` is its absolute path and ``sys.path[0]`` its directory
    (replacing the working directory that ``-m`` put there; ``hermes_tools`` stays
@@ -19,7 +25,8 @@ and ``hermes_tools.py`` the rendered stub. In order, the bootstrap:
 6. flushes stdout/stderr and closes the connection at exit (after the script's non-daemon
    threads have finished).
 
-Start-up cost is kept small: the RPC client is imported by the background thread.
+Start-up cost is kept small: the bootstrap imports nothing beyond ``os`` and ``sys`` on
+the way to the script.
 """
 
 from __future__ import annotations
@@ -28,6 +35,12 @@ import os
 import sys
 
 ENV_WATCHDOG_FD = "EXECENGINE_WATCHDOG_FD"
+ENV_SUBREAPER = "EXECENGINE_SUBREAPER"
+ENV_RUN_TOKEN = "EXECENGINE_RUN_TOKEN"
+#: what the engine runs with ``python -c`` (argv[1] is the script)
+ENTRY = "import sys; from _execengine.bootstrap import main; sys.exit(main())"
+#: the start-up handshake, written on the watchdog descriptor
+READY = b"R"
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 EXIT_KEYBOARD_INTERRUPT = 130
@@ -56,14 +69,19 @@ def _watch(fd: int) -> None:
     _kill_everything()
 
 
-def _descendants(root: int) -> list:
+def _descendants(root: int, token: str = "") -> list:
     """Pids below ``root`` (a scan of ``/proc``; as a subreaper that includes descendants
-    that changed session or double-forked)."""
+    that changed session or double-forked), and with a ``token`` also every process whose
+    initial environment carries ``EXECENGINE_RUN_TOKEN=<token>`` (strays that left the
+    tree when this process is not a subreaper)."""
     children = {}  # type: dict
+    marked = []
+    needle = ("\0" + ENV_RUN_TOKEN + "=" + token + "\0").encode() if token else b""
     try:
         names = os.listdir("/proc")
     except OSError:
         return []
+    me = os.getpid()
     for name in names:
         if not name.isdigit():
             continue
@@ -73,12 +91,19 @@ def _descendants(root: int) -> list:
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(name))
+        if needle and int(name) != me:
+            try:
+                with open("/proc/" + name + "/environ", "rb") as f:
+                    if needle in b"\0" + f.read():
+                        marked.append(int(name))
+            except OSError:
+                pass
     found, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), ()):
             found.append(child)
             stack.append(child)
-    return found
+    return found + [pid for pid in marked if pid not in found]
 
 
 def _kill_everything() -> None:
@@ -86,8 +111,9 @@ def _kill_everything() -> None:
 
     try:
         # descendants first (a few rounds, in case some were forking), then the group
+        token = os.environ.get(ENV_RUN_TOKEN, "")
         for _ in range(3):
-            pids = _descendants(os.getpid())
+            pids = _descendants(os.getpid(), token)
             if not pids:
                 break
             for pid in pids:
@@ -106,7 +132,8 @@ def _kill_everything() -> None:
 
 
 def start_watchdog(environ=os.environ) -> bool:
-    """Start the watchdog thread if ``EXECENGINE_WATCHDOG_FD`` names an open descriptor.
+    """Start the watchdog thread if ``EXECENGINE_WATCHDOG_FD`` names an open descriptor,
+    and say ready on it (a socket; on a plain pipe's read end the write just fails).
     The variable is removed and the descriptor made non-inheritable either way."""
     value = environ.pop(ENV_WATCHDOG_FD, None)
     if not value:
@@ -121,28 +148,14 @@ def start_watchdog(environ=os.environ) -> bool:
     import _thread
 
     _thread.start_new_thread(_watch, (fd,))
+    try:
+        os.write(fd, READY)
+    except OSError:
+        pass
     return True
 
 
-def _connect_in_background() -> None:
-    if not os.environ.get("EXECENGINE_RPC_ENDPOINT"):
-        return
-    import _thread
-
-    _thread.start_new_thread(_hello, ())
-
-
-def _hello() -> None:
-    try:
-        from .client import get_client
-
-        get_client().connect()
-    except Exception:  # kept by the client; the first tool call reports it
-        pass
-
-
 def _close_client() -> None:
-    # the hello thread may still be importing the client (a script that ends at once)
     client_module = sys.modules.get(__package__ + ".client") if __package__ else None
     client = getattr(client_module, "_client", None)
     if client is not None and client.pid == os.getpid():
@@ -208,9 +221,9 @@ def main(argv=None) -> int:
     if len(args) != 1:
         sys.stderr.write("usage: python -m _execengine.bootstrap SCRIPT.py\n")
         return 2
-    become_subreaper()
+    if os.environ.pop(ENV_SUBREAPER, "") == "1":
+        become_subreaper()
     start_watchdog()
-    _connect_in_background()
     import atexit
 
     atexit.register(_close_client)

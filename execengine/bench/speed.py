@@ -1,24 +1,38 @@
-"""Speed benchmarks: throughput and scaling, each beside a baseline from the same run.
+"""Speed benchmarks: every figure beside a baseline measured in the same run, interleaved.
 
-- **throughput**: trivial executions per second with 1, 2, 4 and 8 running at once (the
-  engine's default launcher), against
-  bare interpreter spawns (``python -c pass``) at the same concurrency;
-- **tool-call scaling**: a script making 10, 100, 1000 ``read_file`` calls (budget raised):
-  wall time, per-call cost and the host's memory growth, against the same calls dispatched
-  in-process (what the calls cost without the sandbox boundary);
-- **output scaling**: scripts printing 1 KB to 100 MB (the engine keeps its capped head and
-  tail), against a bare interpreter printing the same bytes into a pipe.
+Suites (``execengine bench speed --suite NAME``; all by default):
 
-Full mode reports the median of three runs for times (``--quick``: one run). Benchmarks
-print figures; they are not tests and assert nothing about speed.
-``run_all`` also runs ``benchmarks/bench_engine.py`` and ``benchmarks/bench_isolation.py``
-when the source tree is there.
+- **startup**: ``print("hi")`` end to end at each available isolation level, against
+  ``python -c pass`` and ``python -I -S -c pass`` on the same interpreter; wall time and
+  the CPU time it costs (host, children, and the spawner with what it reaps: speculative
+  warm preparation counts);
+- **launch**: the launcher alone starting ``python -I -S -c pass`` at each level, against
+  the same bare spawn;
+- **roundtrip**: one no-op tool call from a script (median, p99) against a raw Unix-socket
+  echo through a reader thread; and 100 calls of a 50 ms tool gathered concurrently
+  against one such call alone;
+- **concurrency**: 50 calls of a 100 ms tool from 50 threads of one script, with the
+  default ``max_parallel_tool_calls`` and with 64;
+- **throughput**: trivial executions per second with 1, 2, 4 and 8 callers against bare
+  ``python -c pass`` spawns at the same concurrency;
+- **scaling**: a script making 10 to 1,000 ``read_file`` calls against the same calls
+  dispatched in-process, and scripts printing 1 KB to 100 MB against a bare interpreter
+  printing the same into a pipe that is read and discarded;
+- **memory**: the host's resident memory over many executions (it must stay flat).
+
+Every benchmark lives in this package, so it runs from an installed wheel. Figures are
+medians with min and p90 (``--json`` adds p99 and the sample counts). Benchmarks print
+figures; they are not tests and assert nothing about speed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-import statistics
+import resource
+import secrets
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,35 +40,60 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
+
+from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config, load_config
+from execengine.policy import ToolPolicy
+
+SUITES = ("startup", "launch", "roundtrip", "concurrency", "throughput", "scaling", "memory")
+LEVELS = ("none", "restricted", "isolated")
+NOOP_SCHEMA = {"description": "A tool that does nothing (optionally sleeps).", "parameters": {
+    "type": "object", "properties": {"sleep": {"type": "number"}}}}
 
 
-@dataclass(frozen=True)
-class Figure:
-    """One measured figure beside its baseline (lower is better unless ``higher_better``)."""
+# -- engines ---------------------------------------------------------------------------------
 
-    name: str
-    value: float
-    baseline: float
-    unit: str
-    baseline_name: str
-    higher_better: bool = False
 
-    @property
-    def ratio(self) -> float:
-        return self.value / self.baseline if self.baseline else float("inf")
+def _noop_registry(config: Config) -> Any:
+    from execengine.registry import ToolRegistry
 
-    def line(self) -> str:
-        return (f"{self.name:44} {self.value:12.2f} {self.unit:8} vs {self.baseline_name} "
-                f"{self.baseline:10.2f}  ratio {self.ratio:6.2f}x")
+    reg = ToolRegistry(config)
+
+    def noop(args: dict[str, Any], ctx: object) -> dict[str, bool]:
+        if args.get("sleep"):
+            time.sleep(float(args["sleep"]))
+        return {"ok": True}
+
+    reg.register("web_search", "web", NOOP_SCHEMA, noop,
+                 policy=ToolPolicy(script_callable=True))
+    return reg
+
+
+@contextlib.contextmanager
+def noop_engine(config: Config, level: str | None = None, **overrides: Any) -> Iterator[Any]:
+    """An engine whose only tool, ``web_search``, is a no-op (``sleep`` seconds)."""
+    from execengine.engine.core import Engine
+
+    settings: dict[str, Any] = {"code_execution.max_tool_calls": 5000,
+                                "code_execution.timeout": 300.0, **overrides}
+    if level is not None:
+        settings["code_execution.isolation"] = level
+        settings["code_execution.min_isolation"] = level
+    cfg = config.with_overrides(settings)
+    reg = _noop_registry(cfg)
+    try:
+        with Engine(cfg, reg) as engine:
+            yield engine
+    finally:
+        reg.close()
 
 
 def make_engine(config: Config, root: str) -> Any:
+    """An engine with the built-in tools working in ``root``."""
     from execengine.engine.core import Engine
     from execengine.registry import ToolRegistry
 
@@ -63,31 +102,248 @@ def make_engine(config: Config, root: str) -> Any:
     return Engine(cfg, ToolRegistry.with_builtins(cfg, plugins=False))
 
 
-def _timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[float, Any]:
-    """Seconds ``fn(*args, **kwargs)`` took, and what it returned."""
-    t = time.perf_counter()
-    value = fn(*args, **kwargs)
-    return time.perf_counter() - t, value
+def available_levels() -> list[str]:
+    from execengine.isolation import detect
+
+    report = detect()
+    return [lv for lv in LEVELS if report.levels.get(lv)]
 
 
-def _median_timed(reps: int, fn: Callable[..., Any], *args: Any,
-                  **kwargs: Any) -> tuple[float, Any]:
-    """The median time of ``reps`` runs, and the last run's value."""
-    runs = [_timed(fn, *args, **kwargs) for _ in range(reps)]
-    return statistics.median(t for t, _ in runs), runs[-1][1]
+def _checked(result: Any, what: str) -> Any:
+    if result.status != "success":
+        raise RuntimeError(f"{what} failed: {result.status}: {result.error}")
+    if result.full_output_path:
+        Path(result.full_output_path).unlink(missing_ok=True)
+    return result
 
 
-def _execute(engine: Any, code: str, tools: list[str]) -> Any:
-    """Run ``code``; drop the spill file holding a truncated run's full output."""
-    res = engine.execute(code, tools=tools)
-    if res.full_output_path:
-        Path(res.full_output_path).unlink(missing_ok=True)
-    return res
+# -- CPU accounting ----------------------------------------------------------------------------
 
 
-def _dispatch_n(registry: Any, n: int, root: str) -> None:
-    for _ in range(n):
-        registry.dispatch("read_file", {"path": "small.txt"}, cwd=root)
+def cpu_seconds() -> float:
+    """CPU time of this process, its reaped children, and its live children with what they
+    reaped (the isolation spawner reaps the sandboxes it forks)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            t = child.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float]:
+    c, w = cpu_seconds(), time.perf_counter()
+    fn()
+    return time.perf_counter() - w, cpu_seconds() - c
+
+
+# -- suites ------------------------------------------------------------------------------------
+
+
+def startup(config: Config, *, reps: int, levels: list[str]) -> list[Figure]:
+    bare = [sys.executable, "-c", "pass"]
+    bare_is = [sys.executable, "-I", "-S", "-c", "pass"]
+    out: list[Figure] = []
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as cwd:
+        engines = {lv: stack.enter_context(noop_engine(config, lv)) for lv in levels}
+
+        def hi(engine: Any) -> Callable[[], None]:
+            return lambda: _checked(engine.execute('print("hi")', mode="project", cwd=cwd),
+                                    'print("hi")')
+
+        for lv in levels:  # warm-up: spawner, probes, stub
+            for _ in range(3):
+                hi(engines[lv])()
+        cpu: dict[str, list[float]] = {}
+
+        def sample(key: str, fn: Callable[[], Any]) -> Callable[[], float]:
+            def run() -> float:
+                wall, used = _cpu_and_wall(fn)
+                cpu.setdefault(key, []).append(used)
+                return wall
+            return run
+
+        fns = [sample("pass", lambda: subprocess.run(bare, check=True)),
+               sample("-I -S pass", lambda: subprocess.run(bare_is, check=True)),
+               *[sample(lv, hi(engines[lv])) for lv in levels]]
+        walls = interleaved(reps, *fns)
+    base, base_is = Spread.of(walls[0]).scaled(1000), Spread.of(walls[1]).scaled(1000)
+    cpu_base = Spread.of(cpu["pass"]).scaled(1000)
+    for lv, samples in zip(levels, walls[2:], strict=True):
+        value = Spread.of(samples).scaled(1000)
+        out.append(Figure(f'print("hi") at {lv}', value, base, "ms", "python -c pass"))
+        out.append(Figure(f'print("hi") at {lv}', value, base_is, "ms",
+                          "python -I -S -c pass"))
+        out.append(Figure(f'CPU per print("hi") at {lv}', Spread.of(cpu[lv]).scaled(1000),
+                          cpu_base, "ms", "python -c pass CPU"))
+    if "none" in levels:
+        none = Spread.of(walls[2]).scaled(1000)
+        for lv, samples in zip(levels[1:], walls[3:], strict=True):
+            out.append(Figure(f'print("hi") at {lv}', Spread.of(samples).scaled(1000), none,
+                              "ms", "the same at none"))
+    return out
+
+
+def launch(config: Config, *, reps: int, levels: list[str]) -> list[Figure]:
+    from execengine.isolation import make_launcher
+    from execengine.launch.base import LaunchSpec
+
+    bare = [sys.executable, "-I", "-S", "-c", "pass"]
+    out: list[Figure] = []
+    with tempfile.TemporaryDirectory() as cwd:
+        launchers = {}
+        for lv in levels:
+            launchers[lv] = make_launcher(config.with_overrides(
+                {"code_execution.isolation": lv, "code_execution.min_isolation": lv}))
+
+        def start(lv: str) -> Callable[[], float]:
+            def run() -> float:
+                token = secrets.token_hex(8)
+                spec = LaunchSpec(argv=bare, env={"EXECENGINE_RUN_TOKEN": token}, cwd=cwd,
+                                  run_token=token, writable_paths=(cwd,))
+                t = time.perf_counter()
+                with launchers[lv].launch(spec) as child:
+                    child.wait(30)
+                return time.perf_counter() - t
+            return run
+
+        try:
+            for lv in levels:
+                for _ in range(3):
+                    start(lv)()
+            walls = interleaved(reps, lambda: timed(lambda: subprocess.run(bare, check=True)),
+                                *[start(lv) for lv in levels])
+        finally:
+            for launcher in launchers.values():
+                launcher.close()
+    base = Spread.of(walls[0]).scaled(1000)
+    for lv, samples in zip(levels, walls[1:], strict=True):
+        out.append(Figure(f"launch python -I -S -c pass at {lv}",
+                          Spread.of(samples).scaled(1000), base, "ms", "subprocess.run"))
+    return out
+
+
+_ROUND_TRIPS = """
+import json, time
+from hermes_tools import web_search
+web_search()
+t = []
+for _ in range({n}):
+    t0 = time.perf_counter()
+    web_search()
+    t.append(time.perf_counter() - t0)
+print(json.dumps(t))
+"""
+
+_GATHERED = """
+import asyncio, json, time
+from hermes_tools import aio
+async def one():
+    t0 = time.perf_counter()
+    await aio.web_search(sleep={sleep})
+    return time.perf_counter() - t0
+async def main():
+    alone = await one()
+    t0 = time.perf_counter()
+    await asyncio.gather(*[one() for _ in range({n})])
+    return time.perf_counter() - t0, alone
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def echo_round_trips(n: int) -> list[float]:
+    """Round trips of a 60-byte message over a Unix socket pair to an echo thread, the
+    reply read by a reader thread and handed over (the shape of the child's client)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    msg = b'{"v":1,"type":"call","id":"1","tool":"web_search","args":{}}'
+    got = threading.Event()
+
+    def serve() -> None:
+        while data := b.recv(65536):
+            b.sendall(data)
+
+    def read() -> None:
+        while a.recv(65536):
+            got.set()
+
+    threads = [threading.Thread(target=serve, daemon=True),
+               threading.Thread(target=read, daemon=True)]
+    for t in threads:
+        t.start()
+    times = []
+    try:
+        for _ in range(n):
+            got.clear()
+            t0 = time.perf_counter()
+            a.sendall(msg)
+            got.wait()
+            times.append(time.perf_counter() - t0)
+    finally:
+        a.shutdown(socket.SHUT_RDWR)
+        b.shutdown(socket.SHUT_RDWR)
+        for t in threads:
+            t.join(2)
+        a.close()
+        b.close()
+    return times
+
+
+def roundtrip(config: Config, *, reps: int) -> list[Figure]:
+    calls, rounds = 200, max(3, reps // 4)
+    ours: list[float] = []
+    echo: list[float] = []
+    with noop_engine(config, "none", **{"code_execution.mode": "strict"}) as engine:
+
+        def script() -> float:
+            r = _checked(engine.execute(_ROUND_TRIPS.format(n=calls)), "round trips")
+            ours.extend(json.loads(r.output))
+            return 0.0
+
+        def baseline() -> float:
+            echo.extend(echo_round_trips(calls))
+            return 0.0
+
+        interleaved(rounds, script, baseline)
+        gathered = []
+        slowest = []
+        for _ in range(rounds):
+            r = _checked(engine.execute(_GATHERED.format(n=100, sleep=0.05)), "gathered calls")
+            total, own = json.loads(r.output)
+            gathered.append(total)
+            slowest.append(own)
+    return [
+        Figure("no-op tool round trip", Spread.of(ours).scaled(1e6), Spread.of(echo).scaled(1e6),
+               "us", "Unix-socket echo + reader thread"),
+        Figure("100 gathered 50 ms calls", Spread.of(gathered).scaled(1000),
+               Spread.of(slowest).scaled(1000), "ms", "one such call alone"),
+    ]
+
+
+_THREADS = """
+import time
+from concurrent.futures import ThreadPoolExecutor
+from hermes_tools import web_search
+t0 = time.perf_counter()
+with ThreadPoolExecutor(50) as ex:
+    list(ex.map(lambda _: web_search(sleep=0.1), range(50)))
+print(time.perf_counter() - t0)
+"""
+
+
+def concurrency(config: Config, *, reps: int) -> list[Figure]:
+    out = []
+    serial = Spread.of([5.0]).scaled(1000)
+    for workers in (None, 64):
+        extra = {} if workers is None else {"code_execution.max_parallel_tool_calls": workers}
+        with noop_engine(config, "none", **extra) as engine:
+            label = engine.config.code_execution.max_parallel_tool_calls
+            samples = [float(_checked(engine.execute(_THREADS), "threads").output)
+                       for _ in range(max(3, reps // 4))]
+        out.append(Figure(f"50 threads x 100 ms calls ({label} host workers)",
+                          Spread.of(samples).scaled(1000), serial, "ms", "serial"))
+    return out
 
 
 def _rate(count: int, workers: int, job: Callable[[], Any]) -> float:
@@ -99,169 +355,133 @@ def _rate(count: int, workers: int, job: Callable[[], Any]) -> float:
         return count / (time.perf_counter() - started)
 
 
-def throughput(engine: Any, *, quick: bool) -> list[Figure]:
-    count = 8 if quick else 32
+def throughput(config: Config, *, reps: int) -> list[Figure]:
     bare = [sys.executable, "-c", "pass"]
     out = []
-    engine.execute("pass")  # warm up: RPC server, stub rendering caches
-    for workers in (1, 2, 4, 8):
-        base = _rate(count, workers, lambda: subprocess.run(bare, check=True))
+    rounds = max(3, reps // 5)
+    with noop_engine(config) as engine:
+        engine.execute("pass")
 
         def job() -> None:
-            result = engine.execute("pass", tools=[])
-            if result.status != "success":
-                raise RuntimeError(f"trivial execution failed: {result.error}")
+            _checked(engine.execute("pass", tools=[]), "trivial execution")
 
-        value = _rate(count, workers, job)
-        out.append(Figure(f"throughput, {workers} at once", value, base, "exec/s",
-                          "python -c pass", higher_better=True))
+        def spawn() -> None:
+            subprocess.run(bare, check=True)
+
+        for workers in (1, 2, 4, 8):
+            count = 4 * workers
+            rates = interleaved(rounds, _bind(_rate, count, workers, spawn),
+                                _bind(_rate, count, workers, job))
+            out.append(Figure(f"executions/s, {workers} callers ({engine.launcher.level})",
+                              Spread.of(rates[1]), Spread.of(rates[0]), "exec/s",
+                              "python -c pass spawns/s", higher_better=True))
     return out
 
 
-@contextmanager
-def _peak_rss() -> Iterator[list[int]]:
-    """Yields a one-item list that holds the peak RSS growth (bytes) of this process."""
-    import psutil
-
-    proc = psutil.Process()
-    start = proc.memory_info().rss
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], proc.memory_info().rss - start)
-            done.wait(0.01)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
-    try:
-        yield peak
-    finally:
-        done.set()
-        t.join()
-        peak[0] = max(peak[0], proc.memory_info().rss - start)
+def _bind(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    return lambda: fn(*args)
 
 
-def tool_call_scaling(engine: Any, root: str, *, quick: bool) -> list[Figure]:
-    Path(root, "small.txt").write_text("hello\n" * 20)
+def _time_exec(engine: Any, code: str, tools: list[str]) -> float:
+    return timed(lambda: _checked(engine.execute(code, tools=tools), "script"))
+
+
+def _time_dispatch(registry: Any, n: int, root: str) -> float:
+    def run() -> None:
+        for _ in range(n):
+            registry.dispatch("read_file", {"path": "small.txt"}, cwd=root)
+    return timed(run)
+
+
+def _bare_pipe(code: str) -> None:
+    """A bare interpreter running ``code``, its stdout read through a pipe and dropped."""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    while proc.stdout.read(1 << 16):
+        pass
+    proc.stdout.close()
+    proc.wait()
+
+
+def scaling(config: Config, *, reps: int, quick: bool) -> list[Figure]:
     out = []
-    for n in ((10, 100) if quick else (10, 100, 1000)):
-        code = ("from hermes_tools import read_file\n"
-                f"for _ in range({n}):\n    read_file('small.txt')\nprint('done')\n")
-        reps = 1 if quick else 3
-        with _peak_rss() as peak:
-            seconds, res = _median_timed(reps, _execute, engine, code, ["read_file"])
-        if res.status != "success" or res.tool_calls_made != n:
-            raise RuntimeError(f"scaling script failed: {res.error}")
-        base, _ = _median_timed(reps, _dispatch_n, engine.registry, n, root)
-        out.append(Figure(f"{n} tool calls, whole execution", seconds * 1000, base * 1000,
-                          "ms", "in-process"))
-        out.append(Figure(f"{n} tool calls, host memory growth", peak[0] / 2**20,
-                          _baseline_mb(), "MiB", "interpreter RSS"))
-    return out
-
-
-def _baseline_mb() -> float:
-    """Resident memory of a bare interpreter, the yardstick for memory figures."""
-    import psutil
-
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                            stdin=subprocess.PIPE)
-    try:
-        time.sleep(0.05)
-        return float(psutil.Process(proc.pid).memory_info().rss) / 2**20
-    finally:
-        proc.communicate(b"")
-
-
-def output_scaling(engine: Any, *, quick: bool) -> list[Figure]:
-    sizes = (1 << 10, 1 << 20, 10 << 20) if quick else (1 << 10, 1 << 20, 10 << 20, 100 << 20)
-    out = []
-    for size in sizes:
-        code = (f"import sys\nchunk = 'x' * 65536\nn = {size}\n"
-                "while n > 0:\n    sys.stdout.write(chunk[:min(n, 65536)])\n"
-                "    n -= 65536\n")
-        reps = 1 if quick else 3
-        with _peak_rss() as peak:
-            seconds, res = _median_timed(reps, _execute, engine, code, [])
-        if res.status != "success":
-            raise RuntimeError(f"output script failed: {res.error}")
-        base, _ = _median_timed(reps, subprocess.run, [sys.executable, "-c", code],
-                                check=True, capture_output=True)
-        label = _size(size)
-        out.append(Figure(f"output {label}, whole execution", seconds * 1000, base * 1000,
-                          "ms", "bare pipe"))
-        out.append(Figure(f"output {label}, host memory growth", peak[0] / 2**20,
-                          size / 2**20, "MiB", "output size"))
-    return out
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB"
-
-
-def run_builtin(*, quick: bool, config: Config | None = None,
-                emit: Callable[[str], None] = print) -> list[Figure]:
-    figures: list[Figure] = []
+    rounds = 1 if quick else 3
     with tempfile.TemporaryDirectory(prefix="execengine-speed-") as root, \
-            make_engine(config or Config(), root) as engine:
+            make_engine(config, root) as engine:
         try:
-            for title, fn in (("throughput", lambda: throughput(engine, quick=quick)),
-                              ("tool-call scaling",
-                               lambda: tool_call_scaling(engine, root, quick=quick)),
-                              ("output scaling", lambda: output_scaling(engine, quick=quick))):
-                emit(f"== {title}")
-                for fig in fn():
-                    figures.append(fig)
-                    emit(fig.line())
+            Path(root, "small.txt").write_text("hello\n" * 20)
+            for n in ((10, 100) if quick else (10, 100, 1000)):
+                code = ("from hermes_tools import read_file\n"
+                        f"for _ in range({n}):\n    read_file('small.txt')\nprint('done')\n")
+
+                walls = interleaved(rounds, _bind(_time_exec, engine, code, ["read_file"]),
+                                    _bind(_time_dispatch, engine.registry, n, root))
+                out.append(Figure(f"{n} read_file calls, whole execution",
+                                  Spread.of(walls[0]).scaled(1000),
+                                  Spread.of(walls[1]).scaled(1000), "ms", "in-process"))
+            sizes = ((1 << 10, 1 << 20, 10 << 20) if quick
+                     else (1 << 10, 1 << 20, 10 << 20, 100 << 20))
+            for size in sizes:
+                code = (f"import sys\nchunk = 'x' * 65536\nn = {size}\n"
+                        "while n > 0:\n    sys.stdout.write(chunk[:min(n, 65536)])\n"
+                        "    n -= 65536\n")
+                walls = interleaved(rounds, _bind(_time_exec, engine, code, []),
+                                    _bind(timed, _bind(_bare_pipe, code)))
+                label = f"{size >> 20} MB" if size >= 1 << 20 else f"{size >> 10} KB"
+                out.append(Figure(f"print {label}, whole execution",
+                                  Spread.of(walls[0]).scaled(1000),
+                                  Spread.of(walls[1]).scaled(1000), "ms", "bare pipe, drained"))
         finally:
             engine.registry.close()
-    return figures
+    return out
 
 
-EXTERNAL = ("bench_engine.py", "bench_isolation.py")
+def memory(config: Config, *, quick: bool) -> list[Figure]:
+    runs = 200 if quick else 2000
+    proc = psutil.Process()
+    with noop_engine(config) as engine:
+        for _ in range(50):
+            engine.execute("print('warm')", tools=[])
+        start = proc.memory_info().rss / 2**20
+        samples = []
+        for i in range(runs):
+            _checked(engine.execute("from hermes_tools import web_search\nweb_search()"),
+                     "memory run")
+            if i % 100 == 99:
+                samples.append(proc.memory_info().rss / 2**20)
+    return [Figure(f"host RSS over {runs} executions", Spread.of(samples),
+                   Spread.of([start]), "MiB", "after 50 warm-up runs")]
 
 
-def benchmarks_dir() -> Path | None:
-    here = Path(__file__).resolve().parents[2] / "benchmarks"
-    return here if here.is_dir() else None
-
-
-def _quick_args(script: Path) -> list[str]:
-    """``--quick`` when the script takes it, else fewer ``--runs`` when it takes that."""
-    try:
-        usage = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
-                               text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if "--quick" in usage:
-        return ["--quick"]
-    return ["--runs", "5"] if "--runs" in usage else []
-
-
-def run_all(*, quick: bool, config_path: str | None = None) -> int:
+def run_all(*, quick: bool, config_path: str | None = None, suites: list[str] | None = None,
+            json_path: str | None = None, emit: Callable[[str], None] = print) -> int:
     """Everything ``execengine bench speed`` runs; returns an exit status."""
     started = time.perf_counter()
     config = load_config(config_path) if config_path else Config()
-    mode = "quick" if quick else "full"
-    print(f"execengine speed benchmarks ({mode}); ratios are against baselines measured now")
-    run_builtin(quick=quick, config=config)
-    status = 0
-    where = benchmarks_dir()
-    for name in EXTERNAL:
-        script = where / name if where else None
-        if script is None or not script.is_file():
-            print(f"== {name}: not present here (it ships with the source tree)")
-            continue
-        print(f"== {name}", flush=True)
-        argv = [sys.executable, str(script), *(_quick_args(script) if quick else [])]
-        env = dict(os.environ)
-        if config_path:
-            env["EXECENGINE_CONFIG"] = config_path
-        rc = subprocess.run(argv, env=env, timeout=600 if not quick else 120).returncode
-        if rc:
-            print(f"{name} exited with status {rc}")
-            status = 1
-    print(f"total {time.perf_counter() - started:.1f}s")
-    return status
+    chosen = suites or list(SUITES)
+    reps = 10 if quick else 40
+    levels = available_levels()
+    emit(f"execengine speed benchmarks ({'quick' if quick else 'full'}, {reps} interleaved "
+         f"rounds); python {sys.version.split()[0]} at {sys.executable}; levels: "
+         f"{', '.join(levels)}; {os.cpu_count()} CPUs")
+    runners: dict[str, Callable[[], list[Figure]]] = {
+        "startup": lambda: startup(config, reps=reps, levels=levels),
+        "launch": lambda: launch(config, reps=reps, levels=levels),
+        "roundtrip": lambda: roundtrip(config, reps=reps),
+        "concurrency": lambda: concurrency(config, reps=reps),
+        "throughput": lambda: throughput(config, reps=reps),
+        "scaling": lambda: scaling(config, reps=reps, quick=quick),
+        "memory": lambda: memory(config, quick=quick),
+    }
+    report: dict[str, list[dict[str, Any]]] = {}
+    for name in chosen:
+        emit(f"== {name}")
+        figures = runners[name]()
+        report[name] = [f.to_dict() for f in figures]
+        for fig in figures:
+            emit(fig.line())
+    emit(f"total {time.perf_counter() - started:.1f}s")
+    if json_path:
+        Path(json_path).write_text(json.dumps({"python": sys.version.split()[0],
+                                               "levels": levels, "suites": report}, indent=1))
+    return 0

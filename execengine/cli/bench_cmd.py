@@ -34,11 +34,16 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--list", action="store_true", help="list the workflows and exit")
     t.set_defaults(func=run_tokens)
 
+    from execengine.bench.speed import SUITES
+
     s = bsub.add_parser("speed", help="engine speed against same-run baselines",
-                        description="Throughput, scaling, and the engine and isolation "
-                        "benchmarks in benchmarks/ when present; every figure beside a "
-                        "baseline measured in the same run.")
-    s.add_argument("--quick", action="store_true", help="fewer, smaller runs (under 30 s)")
+                        description="Start-up, launch, tool round trips, concurrency, "
+                        "throughput, scaling and memory; every figure (median, min, p90) "
+                        "beside a baseline measured in the same run, interleaved with it.")
+    s.add_argument("--quick", action="store_true", help="fewer, smaller runs")
+    s.add_argument("--suite", action="append", choices=SUITES, metavar="NAME",
+                   help=f"run only this suite (repeatable): {', '.join(SUITES)}")
+    s.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
     s.set_defaults(func=run_speed)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -90,4 +95,5 @@ def run_tokens(args: argparse.Namespace) -> int:
 def run_speed(args: argparse.Namespace) -> int:
     from execengine.bench.speed import run_all
 
-    return run_all(quick=args.quick, config_path=getattr(args, "config", None))
+    return run_all(quick=args.quick, config_path=getattr(args, "config", None),
+                   suites=args.suite, json_path=args.json)

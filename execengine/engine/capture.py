@@ -2,8 +2,9 @@
 
 An :class:`OutputCapture` keeps the first ``head`` bytes and a rolling window of the last
 ``tail`` bytes (40 % / 60 % of the limit). While the output fits the limit nothing touches
-the disk; past it, the whole stream is written to a spill file (capped at ``spill_limit``
-bytes) whose path the result reports. :func:`clean_text` turns the bytes into text for the
+the disk; past it, the stream is written to a spill file whose path the result reports: the
+whole output, or, past ``spill_limit`` bytes, its first ``spill_limit`` bytes (the result
+and the marker say which). :func:`clean_text` turns the bytes into text for the
 model: invalid UTF-8 replaced, ANSI escape sequences removed, secret-looking values redacted.
 """
 
@@ -50,6 +51,12 @@ class Captured:
     kept_bytes: int
     truncated: bool
     spill_path: str | None = None
+    #: bytes in the spill file: ``total_bytes`` when it holds the whole output
+    spill_bytes: int = 0
+
+    @property
+    def spill_complete(self) -> bool:
+        return self.spill_path is not None and self.spill_bytes == self.total_bytes
 
     @property
     def omitted_bytes(self) -> int:
@@ -139,10 +146,16 @@ class OutputCapture:
         omitted = self.total - len(self._head) - len(self._tail)
         if not marker:
             marker = (f"\n\n... [{self._name} truncated: {omitted:,} of {self.total:,} bytes "
-                      "omitted"
-                      + (f"; full output in {self.spill_path}" if self.spill_path else "")
-                      + "] ...\n\n")
+                      "omitted" + self._spill_note() + "] ...\n\n")
         head = clean_text(bytes(self._head))
         tail = clean_text(bytes(self._tail))
         return Captured(head + marker + tail, self.total, len(self._head) + len(self._tail),
-                        True, self.spill_path)
+                        True, self.spill_path, self._spilled if self.spill_path else 0)
+
+    def _spill_note(self) -> str:
+        if not self.spill_path:
+            return ""
+        if self._spilled == self.total:
+            return f"; full output in {self.spill_path}"
+        return (f"; the first {self._spilled:,} bytes of the output (not its end) in "
+                f"{self.spill_path}")

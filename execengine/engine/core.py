@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import secrets
+import socket
 import tempfile
 import threading
 import time
@@ -37,7 +38,7 @@ from execengine.engine.result import (
 )
 from execengine.engine.spill import prune, spill_dir
 from execengine.engine.staging import (
-    RUNTIME_PACKAGE,
+    BOOTSTRAP_ENTRY,
     RUNTIME_PREFIX,
     STAGING_PREFIX,
     Runtime,
@@ -194,20 +195,24 @@ class Engine:
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
         with contextlib.ExitStack() as stack:
-            staging = stack.enter_context(Staging(code, stub))
+            staging = stack.enter_context(Staging(code))
+            stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
             channel = stack.enter_context(self.server.open(
                 exec_id=exec_id, token=token, allowed=names, handler=handler,
                 max_tool_calls=ce.max_tool_calls))
             workdir = self._workdir(mode, cwd, task_id, staging.path)
             runtime = self.runtime.path
             interpreter = choose(mode, configured=ce.python)
-            watch_r, watch_w = os.pipe()
-            stack.callback(os.close, watch_w)  # EOF for the child's watchdog, at the latest
+            # the watchdog socket: the child says ready on it, and EOF on it tells the child
+            # the host is gone (a socket pair, so one descriptor serves both directions)
+            watch_host, watch_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            stack.callback(watch_host.close)  # EOF for the child's watchdog, at the latest
+            watch_r = watch_child.detach()
             try:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": self._pythonpath(mode, staging.path, runtime, workdir),
+                        "PYTHONPATH": self._pythonpath(mode, stub_dir, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -215,8 +220,7 @@ class Engine:
                         "EXECENGINE_RUN_TOKEN": run_token,
                     })
                 spec = LaunchSpec(
-                    argv=[interpreter, "-m", f"{RUNTIME_PACKAGE}.bootstrap",
-                          staging.script_path],
+                    argv=[interpreter, "-c", BOOTSTRAP_ENTRY, staging.script_path],
                     env=env, cwd=workdir, run_token=run_token,
                     writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
                     readable_paths=(staging.path, runtime),
@@ -228,7 +232,7 @@ class Engine:
                 os.close(watch_r)
             outcome = supervise(child, stdout=stdout, stderr=stderr, timeout=limit,
                                 kill_grace=ce.kill_grace, interrupt=interrupt,
-                                hello=channel.hello, hello_timeout=ce.hello_timeout)
+                                ready=watch_host, hello_timeout=ce.hello_timeout)
             calls = channel.tool_calls_made
         out, err = stdout.result(), stderr.result()
         text, error, status = out.text, None, "success"
@@ -251,6 +255,8 @@ class Engine:
             stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
             stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
             stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path,
+            full_output_complete=out.spill_path is None or out.spill_complete,
+            full_output_bytes=out.spill_bytes,
         )
         hint = hint_for(result, names)
         if hint:
@@ -258,11 +264,11 @@ class Engine:
         return result
 
     @staticmethod
-    def _pythonpath(mode: str, staging: str, runtime: str, workdir: str) -> str:
+    def _pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
         """The stub's directory and the runtime first; in project mode the project directory
         and the host's PYTHONPATH follow, so scripts import the project's packages as its
         code does."""
-        parts = [staging, runtime]
+        parts = [stub_dir, runtime]
         if mode == "project":
             parts.append(workdir)
             parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)

@@ -47,8 +47,12 @@ class ExecutionResult:
     stdout_bytes_omitted: int = 0
     stderr_truncated: bool = False
     stderr_bytes_total: int = 0
-    #: the full stdout, when it was truncated
+    #: the full stdout, when it was truncated (or its first bytes, see below)
     full_output_path: str | None = None
+    #: False when the output outgrew the spill file's cap: the file then holds only the
+    #: first ``full_output_bytes`` bytes
+    full_output_complete: bool = True
+    full_output_bytes: int = 0
     hint: str | None = None
 
     @property
@@ -78,6 +82,9 @@ class ExecutionResult:
             out["stdout_bytes_omitted"] = self.stdout_bytes_omitted
             if self.full_output_path:
                 out["full_output_path"] = self.full_output_path
+                if not self.full_output_complete:
+                    out["full_output_complete"] = False
+                    out["full_output_bytes"] = self.full_output_bytes
         if self.stderr_truncated:
             out["stderr_truncated"] = True
         if self.hint:
@@ -114,6 +121,10 @@ def hint_for(result: ExecutionResult, allowed: Iterable[str]) -> str | None:
         return ("Do less per execution, or run slow tool calls concurrently (threads or "
                 "`from hermes_tools import aio`).")
     if result.stdout_truncated:
-        where = f" (full output: {result.full_output_path})" if result.full_output_path else ""
+        where = ""
+        if result.full_output_path:
+            what = ("full output" if result.full_output_complete
+                    else f"first {result.full_output_bytes:,} bytes of the output")
+            where = f" ({what}: {result.full_output_path})"
         return f"Print less: summarise or filter inside the script{where}."
     return None

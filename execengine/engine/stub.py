@@ -10,8 +10,11 @@ identifier, so a tool description or default cannot inject code. The template
 
 from __future__ import annotations
 
+import json
 import keyword
 import textwrap
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -114,8 +117,33 @@ def _template() -> jinja2.Template:
     return env.get_template(TEMPLATE)
 
 
+#: rendered stubs kept (a pure function of the schemas: memoised, bounded)
+RENDER_CACHE_SIZE = 128
+_rendered: OrderedDict[str, str] = OrderedDict()
+_rendered_lock = threading.Lock()
+
+
 def render_stub(schemas: Iterable[Mapping[str, Any]]) -> str:
-    """The source of ``hermes_tools.py`` for these function schemas (``{"name", ...}``)."""
+    """The source of ``hermes_tools.py`` for these function schemas (``{"name", ...}``).
+
+    Rendering and the compile check cost about a millisecond per tool set, so the result is
+    memoised by the schemas' JSON text."""
+    listed = list(schemas)
+    key = json.dumps(listed, sort_keys=True, default=repr)
+    with _rendered_lock:
+        source = _rendered.get(key)
+        if source is not None:
+            _rendered.move_to_end(key)
+            return source
+    source = _render(listed)
+    with _rendered_lock:
+        _rendered[key] = source
+        while len(_rendered) > RENDER_CACHE_SIZE:
+            _rendered.popitem(last=False)
+    return source
+
+
+def _render(schemas: list[Mapping[str, Any]]) -> str:
     tools = sorted((stub_function(s["name"], s) for s in schemas), key=lambda t: t.name)
     names = ", ".join(t.name for t in tools) or "none"
     summary = f"Available tools ({len(tools)}): {names}."

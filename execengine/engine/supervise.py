@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from execengine.launch.base import Child
 
 Reason = Literal["exited", "timeout", "interrupted", "no_hello"]
 
+#: the byte the child's bootstrap writes on the watchdog socket once it runs
+READY = b"R"
 #: how often a running execution looks at its interrupt flag and hello deadline
 TICK = 0.05
 #: bound on draining the pipes after everything was killed
@@ -34,7 +37,10 @@ class Outcome:
 
 
 class _Pipes:
-    def __init__(self, child: Child, stdout: OutputCapture, stderr: OutputCapture) -> None:
+    """The child's stdout and stderr, and optionally the socket it says ready on."""
+
+    def __init__(self, child: Child, stdout: OutputCapture, stderr: OutputCapture,
+                 ready: socket.socket | None = None) -> None:
         self.sel = selectors.DefaultSelector()
         self.caps: dict[int, OutputCapture] = {}
         for stream, cap in ((child.stdout, stdout), (child.stderr, stderr)):
@@ -42,18 +48,40 @@ class _Pipes:
             os.set_blocking(fd, False)
             self.sel.register(fd, selectors.EVENT_READ)
             self.caps[fd] = cap
+        self.ready = ready is None
+        self._ready_fd = -1
+        if ready is not None:
+            self._ready_fd = ready.fileno()
+            os.set_blocking(self._ready_fd, False)
+            self.sel.register(self._ready_fd, selectors.EVENT_READ)
+
+    def _read_ready(self) -> None:
+        try:
+            data = os.read(self._ready_fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data.startswith(READY):
+            self.ready = True
+        if self.ready or not data:  # said it, or closed without saying it
+            self.sel.unregister(self._ready_fd)
+            self._ready_fd = -1
 
     @property
     def open(self) -> bool:
-        return bool(self.caps)
+        return bool(self.caps) or self._ready_fd >= 0
 
     def pump(self, timeout: float) -> None:
         """Read what is ready (waiting up to ``timeout``)."""
-        if not self.caps:
+        if not self.caps and self._ready_fd < 0:
             time.sleep(max(0.0, timeout))
             return
         for key, _ in self.sel.select(max(0.0, timeout)):
             fd = key.fd
+            if fd == self._ready_fd:
+                self._read_ready()
+                continue
             while True:
                 try:
                     data = os.read(fd, 1 << 16)
@@ -86,14 +114,17 @@ def supervise(
     timeout: float,
     kill_grace: float,
     interrupt: threading.Event | None = None,
-    hello: threading.Event | None = None,
+    ready: socket.socket | None = None,
     hello_timeout: float = 10.0,
 ) -> Outcome:
-    """Run ``child`` to completion; always leaves nothing of it running."""
+    """Run ``child`` to completion; always leaves nothing of it running.
+
+    ``ready`` is the host's end of the watchdog socket: a child that has not written
+    :data:`READY` on it within ``hello_timeout`` is killed (reason ``no_hello``)."""
     start = time.monotonic()
     deadline = start + timeout
     hello_deadline = start + hello_timeout
-    pipes = _Pipes(child, stdout, stderr)
+    pipes = _Pipes(child, stdout, stderr, ready)
     reason: Reason = "exited"
     try:
         while True:
@@ -104,7 +135,7 @@ def supervise(
             if now >= deadline:
                 reason = "timeout"
                 break
-            if hello is not None and not hello.is_set() and now >= hello_deadline:
+            if not pipes.ready and now >= hello_deadline:
                 reason = "no_hello"
                 break
             if child.poll() is not None:

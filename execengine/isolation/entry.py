@@ -56,6 +56,7 @@ from execengine.isolation import seccomp as seccomp_layer
 
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -142,6 +143,9 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     _die_with_parent(parent)  # after the uid change, which clears the death signal
+    # strays that setsid or double-fork reparent to the workload (kept across execve), so
+    # the child's bootstrap need not import ctypes to ask for it
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     ll = plan.get("landlock")
     if ll is not None:

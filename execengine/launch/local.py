@@ -65,6 +65,9 @@ class LocalChild(Child):
         self.stderr = proc.stderr
         self.run_token = run_token
         self._closed = False
+        #: a sweep ran after the main process was reaped: nothing of the execution is
+        #: left that a second sweep (a scan of every process's environment) could find
+        self._swept = False
         try:
             self._root: psutil.Process | None = psutil.Process(proc.pid)
         except psutil.Error:  # pragma: no cover - exited and reaped already
@@ -105,6 +108,9 @@ class LocalChild(Child):
                 p.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
+        if self._swept:
+            return
+        reaped_before = self._proc.returncode is not None
         deadline = time.monotonic() + SWEEP_SECONDS
         frozen: dict[int, psutil.Process] = {}
         self._signal_group(signal.SIGSTOP)
@@ -135,6 +141,7 @@ class LocalChild(Child):
             others = [p for p in others if _alive(p)]
             if others:
                 time.sleep(0.005)
+        self._swept = reaped_before and not others
 
     def close(self) -> None:
         if self._closed:

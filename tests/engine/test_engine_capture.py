@@ -29,11 +29,24 @@ def test_head_and_tail_40_60_with_marker_and_spill(tmp_path):
     os.unlink(r.spill_path)
 
 
-def test_spill_is_capped(tmp_path):
+def test_spill_is_capped_and_says_what_it_holds(tmp_path):
     c = OutputCapture(300, spill=True, spill_dir=str(tmp_path), spill_limit=1000)
     c.feed(b"x" * 5000)
     r = c.result()
     assert os.path.getsize(r.spill_path) == 1000
+    assert (r.spill_bytes, r.spill_complete) == (1000, False)
+    assert "full output" not in r.text
+    assert f"the first 1,000 bytes of the output (not its end) in {r.spill_path}" in r.text
+    os.unlink(r.spill_path)
+
+
+def test_spill_under_the_cap_is_complete(tmp_path):
+    c = OutputCapture(300, spill=True, spill_dir=str(tmp_path), spill_limit=1000)
+    c.feed(b"y" * 1000)
+    r = c.result()
+    assert (r.spill_bytes, r.spill_complete) == (1000, True)
+    assert f"full output in {r.spill_path}" in r.text
+    os.unlink(r.spill_path)
 
 
 def test_clean_text():

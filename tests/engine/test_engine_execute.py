@@ -230,8 +230,9 @@ def test_env_is_allow_listed_and_secrets_stay_out(engine, monkeypatch):
     assert env["LC_ALL"] == "C.UTF-8"
     assert "EXECENGINE_WATCHDOG_FD" not in env  # consumed by the runtime
     spec = engine.launcher.specs[-1]
-    assert env["PYTHONPATH"] == os.pathsep.join(
-        [os.path.dirname(spec.argv[-1]), engine.runtime.path])
+    stub_dir, runtime = env["PYTHONPATH"].split(os.pathsep)
+    assert runtime == engine.runtime.path
+    assert os.path.dirname(os.path.dirname(stub_dir)) == runtime  # <runtime>/stubs/<hash>
     assert env["EXECENGINE_RPC_TOKEN"] not in info["cmd"]
     assert all("sk-should" not in a for a in spec.argv)
 

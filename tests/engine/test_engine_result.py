@@ -26,3 +26,19 @@ def test_hints():
     assert hint_for(r, ["read_file"]) == "Import the tool first: from hermes_tools import read_file"
     r = ExecutionResult("error", stderr="NameError: name 'foo' is not defined")
     assert hint_for(r, ["read_file"]) is None
+
+
+def test_an_incomplete_spill_file_is_reported_as_such():
+    from execengine.engine.result import ExecutionResult, hint_for
+
+    r = ExecutionResult("success", output="x", stdout_truncated=True, stdout_bytes_total=100,
+                        stdout_bytes_omitted=90, full_output_path="/spill.txt",
+                        full_output_complete=False, full_output_bytes=64)
+    d = r.to_model_dict()
+    assert (d["full_output_path"], d["full_output_complete"], d["full_output_bytes"]) == (
+        "/spill.txt", False, 64)
+    assert hint_for(r, []) == ("Print less: summarise or filter inside the script (first 64 "
+                               "bytes of the output: /spill.txt).")
+    complete = ExecutionResult("success", output="x", stdout_truncated=True,
+                               full_output_path="/spill.txt")
+    assert "full_output_complete" not in complete.to_model_dict()

@@ -1,5 +1,6 @@
-"""The bootstrap in real child processes: staged as ``_execengine`` next to a stub, run with
-``python -m _execengine.bootstrap script.py`` against a pyzmq ROUTER playing the host."""
+"""The bootstrap in real child processes: staged as ``_execengine`` next to a stub, run the
+way the engine runs it (``python -c ENTRY script.py``) against a pyzmq ROUTER playing the
+host."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,9 @@ from typing import Any
 import psutil
 import pytest
 from _sandbox_peers import EXEC_ID, TOKEN, FakeHost
+
+from execengine.engine.staging import BOOTSTRAP_ENTRY
+from sandbox.bootstrap import ENTRY
 
 REPO = Path(__file__).resolve().parents[2]
 PY38 = Path("/root/.pyenv/versions/3.8.18/bin/python3.8")
@@ -79,7 +84,7 @@ def start(staged: Staged, source: str, *, python: str = sys.executable,
           cwd: Path | None = None) -> subprocess.Popen[str]:
     staged.script.write_text(textwrap.dedent(source))
     return subprocess.Popen(
-        [python, "-m", "_execengine.bootstrap", str(staged.script)],
+        [python, "-c", ENTRY, str(staged.script)],
         env={**staged.env, **(extra_env or {})}, cwd=str(cwd or staged.dir),
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True, pass_fds=pass_fds)
@@ -164,24 +169,38 @@ def test_script_runs_like_python_script_py(host: FakeHost, staged: Staged,
     assert r.stderr == ""
 
 
-def test_hello_is_eager(host: FakeHost, staged: Staged, short_dir: Path) -> None:
+def test_the_engine_runs_the_same_entry() -> None:
+    assert BOOTSTRAP_ENTRY == ENTRY
+
+
+def test_ready_on_the_watchdog_socket_and_no_rpc_until_a_tool_call(
+        host: FakeHost, staged: Staged, short_dir: Path) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     flag = short_dir / "go"
-    proc = start(staged, f"""
-        import os, time
-        deadline = time.monotonic() + 20
-        while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        print("released" if os.path.exists({str(flag)!r}) else "timed out")
-    """)
     try:
-        # the script makes no tool call and waits for us: the hello came by itself
-        assert host.hello_seen.wait(20)
-        flag.touch()
+        proc = start(staged, f"""
+            import os, sys, time
+            deadline = time.monotonic() + 20
+            while not os.path.exists({str(flag)!r}) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            print("released" if os.path.exists({str(flag)!r}) else "timed out",
+                  sorted(m for m in ("ctypes", "runpy", "_execengine.client", "socket")
+                         if m in sys.modules))
+        """, pass_fds=(theirs.fileno(),),
+            extra_env={"EXECENGINE_WATCHDOG_FD": str(theirs.fileno())})
     finally:
+        theirs.close()
+    try:
+        # the script waits for us: the ready byte came before it could end
+        ours.settimeout(20)
+        assert ours.recv(1) == b"R"
+        flag.touch()
         r = finish(proc)
-    assert (r.code, r.stdout) == (0, "released\n"), r.stderr
-    assert host.hellos[0]["pid"] == r.pid
-    assert host.calls == []
+    finally:
+        ours.close()
+    # start-up imported neither the RPC client nor ctypes nor runpy
+    assert (r.code, r.stdout) == (0, "released []\n"), r.stderr
+    assert host.hellos == [] and host.calls == []
 
 
 def test_tool_calls_from_threads_tasks_subprocesses_and_forks(short_dir: Path,
@@ -318,9 +337,16 @@ def test_exit_codes(host: FakeHost, staged: Staged, statement: str, code: int,
 # -- process hygiene ----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("subreaper", [True, False], ids=["subreaper", "by-token"])
 def test_watchdog_eof_kills_the_child_and_its_group(host: FakeHost, staged: Staged,
-                                                    cleanup_pids: list[int]) -> None:
+                                                    cleanup_pids: list[int],
+                                                    subreaper: bool) -> None:
+    """A subreaper finds the orphan in its tree; without one (level none) the orphan is
+    found by the run token in its environment."""
     read_end, write_end = os.pipe()
+    env = {"EXECENGINE_WATCHDOG_FD": str(read_end), "EXECENGINE_RUN_TOKEN": "tok" + "e" * 20}
+    if subreaper:
+        env["EXECENGINE_SUBREAPER"] = "1"
     try:
         proc = start(staged, f"""
             import os, subprocess, sys, time
@@ -334,14 +360,14 @@ def test_watchdog_eof_kills_the_child_and_its_group(host: FakeHost, staged: Stag
             print(sleeper.pid, middle.stdout.strip(), os.get_inheritable({read_end}),
                   "EXECENGINE_WATCHDOG_FD" in os.environ, flush=True)
             time.sleep(60)
-        """, pass_fds=(read_end,), extra_env={"EXECENGINE_WATCHDOG_FD": str(read_end)})
+        """, pass_fds=(read_end,), extra_env=env)
     finally:
         os.close(read_end)
     try:
         assert proc.stdout is not None
         sleeper, orphan, inheritable, visible = proc.stdout.readline().split()
         cleanup_pids.extend((int(sleeper), int(orphan)))
-        assert psutil.Process(int(orphan)).ppid() == proc.pid
+        assert (psutil.Process(int(orphan)).ppid() == proc.pid) is subreaper
         assert (inheritable, visible) == ("False", "False")
         assert proc.poll() is None
         os.close(write_end)  # the host "dies"
@@ -362,7 +388,8 @@ def test_bad_watchdog_fd_is_reported_and_ignored(host: FakeHost, staged: Staged)
 
 def test_orphans_are_reparented_to_the_bootstrap(host: FakeHost, staged: Staged,
                                                  cleanup_pids: list[int]) -> None:
-    r = run(staged, """
+    """When the launcher asks for it (``EXECENGINE_SUBREAPER=1``)."""
+    r = run(staged, extra_env={"EXECENGINE_SUBREAPER": "1"}, source="""
         import ctypes, os, subprocess, sys
         libc = ctypes.CDLL(None, use_errno=True)
         flag = ctypes.c_int(0)

@@ -120,6 +120,19 @@ def test_timeout_kills_everything(level, engines, tmp_path):
     assert "started" in result.output
 
 
+@pytest.mark.parametrize("level", LEVEL)
+def test_script_is_a_subreaper_where_the_launcher_makes_it_one(level, engines, tmp_path):
+    """The sandboxed launchers make the script a child subreaper before exec; at none the
+    host finds strays by run token, and the child's start-up does not import ctypes."""
+    code = ("import sys\nloaded = 'ctypes' in sys.modules\nimport ctypes\n"
+            "flag = ctypes.c_int(0)\n"
+            "ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0)\n"
+            "print(flag.value, loaded)\n")
+    result = engines(level).execute(code, mode="project", cwd=str(tmp_path))
+    assert result.status == "success", (result.error, result.stderr)
+    assert result.output.split() == ["0" if level == "none" else "1", "False"]
+
+
 #: what each feature runs, and what it must print
 FEATURES = {
     "multiprocessing_pool": (

@@ -1,0 +1,26 @@
+"""The speed benchmarks from a source checkout; the same as ``execengine bench speed``.
+
+    python benchmarks/bench_speed.py [--quick] [--suite startup --suite roundtrip ...]
+
+Every suite lives in :mod:`execengine.bench.speed`, so an installed wheel runs it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from execengine.bench.speed import SUITES, run_all
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--suite", action="append", choices=SUITES)
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    return run_all(quick=args.quick, suites=args.suite, json_path=args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
