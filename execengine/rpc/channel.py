@@ -98,7 +98,7 @@ class Channel:
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
         self.denied_peers = 0
-        #: connections closed at once because the execution held its maximum
+        #: times a client had to wait because the execution held its maximum of connections
         self.refused_connections = 0
 
     @property

@@ -15,9 +15,10 @@ What one script cannot do to the host or to other executions:
   and :meth:`RpcServer.open` starts a fresh loop thread if none runs: no call ever waits on
   a dead loop.
 * **exhaust file descriptors**: each execution may hold ``max_connections`` connections
-  (more are accepted and closed at once: the client sees the connection refused) and all
-  executions together at most half the process's soft ``RLIMIT_NOFILE``, which the server
-  raises to the hard limit when it starts. If ``accept`` still fails for lack of
+  (further clients wait in the listen backlog until one closes; past the backlog their
+  connect fails with EAGAIN) and all executions together at most half the process's soft
+  ``RLIMIT_NOFILE`` (beyond that a connection is closed at once), which the server raises
+  to the hard limit when it starts. If ``accept`` still fails for lack of
   descriptors the listener pauses briefly; nothing aborts.
 * **lose replies**: replies are queued per connection, never dropped while the peer is
   connected; a peer that does not read stops being read (see :mod:`.connection`).
@@ -91,6 +92,7 @@ class _Listener:
         self.lock = threading.Lock()
         self.closed = False
         self.resume_at = 0.0  # paused (not polled) until then, after an fd shortage
+        self.full = False  # paused while the execution holds its maximum of connections
 
 
 class RpcServer:
@@ -306,6 +308,14 @@ class RpcServer:
             with listener.lock:
                 if listener.closed:
                     return
+                if len(listener.conns) >= self.max_connections:
+                    # the execution holds its maximum: further clients wait in the backlog
+                    # (then get EAGAIN) until one of its connections closes
+                    listener.full = True
+                    channel.refused_connections += 1
+                    with contextlib.suppress(OSError, ValueError):
+                        self._epoll.modify(listener.fd, 0)  # type: ignore[union-attr]
+                    return
                 try:
                     sock, _ = listener.sock.accept()
                 except (BlockingIOError, InterruptedError):
@@ -315,9 +325,8 @@ class RpcServer:
                         self._pause(listener, exc)
                         return
                     continue  # ECONNABORTED and the like: that client is gone
-                if (len(listener.conns) >= self.max_connections
-                        or self.connections >= self._max_total):
-                    sock.close()
+                if self.connections >= self._max_total:
+                    sock.close()  # the whole host is at its budget: refuse at once
                     channel.refused_connections += 1
                     continue
                 try:
@@ -354,6 +363,10 @@ class RpcServer:
         if listener is not None:
             with listener.lock:
                 listener.conns.discard(conn)
+                if listener.full and not listener.closed:
+                    listener.full = False  # room again: take the next waiting client
+                    with contextlib.suppress(OSError, ValueError):
+                        self._epoll.modify(listener.fd, select.EPOLLIN)  # type: ignore[union-attr]
         conn.close()
 
     def _guarded(self, conn: Connection, mask: int) -> None:
