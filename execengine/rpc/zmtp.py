@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 FLAG_MORE = 0x01
 FLAG_LONG = 0x02
@@ -71,9 +71,9 @@ def properties(data: bytes) -> dict[bytes, bytes]:
     return props
 
 
-@dataclass(frozen=True)
-class Message:
-    """A complete application message (``parts``), or a command to act on (``command``)."""
+class Message(NamedTuple):
+    """A complete application message (``parts``), or a command to act on (``command``).
+    A named tuple: one is made per message, on the loop's hot path."""
 
     parts: tuple[bytes, ...] = ()
     command: bytes = b""
