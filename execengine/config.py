@@ -129,6 +129,14 @@ class ApprovalsConfig:
         (), "dangerous-pattern descriptions approved permanently"
     )
     timeout: float = option(60.0, "seconds to wait for an answer before denying", min=1.0)
+    execute_code: str = option(
+        "auto",
+        "approval of whole execute_code scripts before they start: auto: run without asking "
+        "when sandboxed (isolation restricted or isolated) with tool calls checked like the "
+        "agent's own, else ask; ask: ask per approvals.mode (deny when nobody can answer); "
+        "allow: run every script; deny: never run scripts",
+        choices=("auto", "ask", "allow", "deny"),
+    )
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,8 @@ def _prepare(registry: ToolRegistry, name: str, args: Any, call: CallContext) ->
             log.exception("pre_tool_call hook %r failed; ignored", hook)
             continue
         if isinstance(verdict, Refuse):
-            return error_result(f"Tool call refused: {verdict.reason}")
+            message = f"Tool call refused: {verdict.reason}"
+            return entry.refusal(message) if entry.refusal else error_result(message)
         if isinstance(verdict, dict):
             args = verdict
     return _Prepared(entry, handler, args, ctx)

@@ -55,6 +55,9 @@ class ToolEntry:
     policy: ToolPolicy = DEFAULT_POLICY
     schema_patch: SchemaPatch | None = None
     source: str = ""
+    #: the tool's result when a ``pre_tool_call`` hook refuses the call (default:
+    #: ``{"error": "Tool call refused: <reason>"}``)
+    refusal: Callable[[str], str] | None = None
 
     @property
     def parameters(self) -> Mapping[str, Any]:
@@ -153,6 +156,7 @@ class ToolRegistry:
         schema_patch: SchemaPatch | None = None,
         override: bool = False,
         source: str = "",
+        refusal: Callable[[str], str] | None = None,
     ) -> ToolEntry:
         """Register a tool; see the module docstring for the conflict rule.
 
@@ -188,6 +192,7 @@ class ToolRegistry:
             policy=policy,
             schema_patch=schema_patch,
             source=source,
+            refusal=refusal,
         )
         with self._lock:
             held = self._tools.get(name)

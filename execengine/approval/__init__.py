@@ -3,7 +3,8 @@
 ``patterns`` (the table and the hard blocks), ``normalize`` (de-obfuscation before
 matching), ``matcher`` (:func:`assess`), ``approver`` (the :class:`Approver` interface:
 prompt, callback, smart classifier, policy, chain), ``gate`` (:func:`check_command`, the
-flow every terminal command goes through), ``persist`` (adding to
+flow every terminal command goes through), ``script`` (:func:`check_script`, the approval
+of a whole ``execute_code`` script before it starts), ``persist`` (adding to
 ``approvals.command_allowlist`` in config.yaml).
 """
 
@@ -22,6 +23,7 @@ from execengine.approval.approver import (
 )
 from execengine.approval.gate import Verdict, check_command
 from execengine.approval.matcher import Assessment, assess
+from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 
 __all__ = [
     "Answer",
@@ -33,8 +35,11 @@ __all__ = [
     "Decision",
     "PolicyApprover",
     "PromptApprover",
+    "ScriptScope",
+    "ScriptVerdict",
     "SmartApprover",
     "Verdict",
     "assess",
     "check_command",
+    "check_script",
 ]

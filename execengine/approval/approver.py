@@ -30,11 +30,20 @@ class Decision(str, enum.Enum):
 
 @dataclass(frozen=True)
 class ApprovalRequest:
+    #: the command, or for ``kind="script"`` the script's source (what a classifier assesses)
     command: str
     #: descriptions of the dangerous patterns the command matched (and that are not approved)
     descriptions: tuple[str, ...]
     session: str = "default"
     origin: str = "agent"
+    #: "command" (a terminal command) or "script" (a whole ``execute_code`` script)
+    kind: str = "command"
+    #: what to show a person (secret-looking values redacted); ``command`` when empty
+    display: str = ""
+
+    @property
+    def shown(self) -> str:
+        return self.display or self.command
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,8 @@ class Answer:
     reason: str = ""
     #: which approver answered ("prompt", "callback", "smart", "policy")
     by: str = ""
+    #: a deny because nobody answered in time (silence is not consent)
+    timed_out: bool = False
 
     @property
     def approved(self) -> bool:
@@ -113,7 +124,8 @@ class PromptApprover(Approver):
 
     Reads a line from ``input`` within ``timeout`` seconds (no answer, end of input or three
     unreadable answers deny). A stream with a file descriptor is read unbuffered, so the
-    timeout holds for real pipes and PTYs.
+    timeout holds for real pipes and PTYs. A script (``kind="script"``) is shown whole, with
+    secret-looking values redacted (``request.display``).
     """
 
     def __init__(self, input: IO[str], output: IO[str], *, timeout: float = 60.0,
@@ -121,16 +133,25 @@ class PromptApprover(Approver):
         self.input, self.output, self.timeout, self.attempts = input, output, timeout, attempts
 
     def decide(self, request: ApprovalRequest) -> Answer:
-        self.output.write(f"\n⚠️  Dangerous command ({', '.join(request.descriptions)}):\n"
-                          f"    {request.command}\n")
+        if request.kind == "script":
+            code = "\n".join("    " + line for line in request.shown.splitlines())
+            self.output.write(f"\n⚠️  execute_code wants to run this Python script "
+                              f"({', '.join(request.descriptions)}):\n{code}\n")
+        else:
+            self.output.write(f"\n⚠️  Dangerous command ({', '.join(request.descriptions)}):\n"
+                              f"    {request.shown}\n")
         deadline = time.monotonic() + self.timeout
         for _ in range(self.attempts):
             self.output.write("Allow? [o]nce / [s]ession / [a]lways / [d]eny: ")
             self.output.flush()
             line = self._readline(deadline)
+            if line is _TIMED_OUT:
+                self.output.write("\n")
+                return Answer(Decision.DENY, f"no answer within {self.timeout:g}s", "prompt",
+                              timed_out=True)
             if line is None:
                 self.output.write("\n")
-                return Answer(Decision.DENY, "no answer (timed out or input closed)", "prompt")
+                return Answer(Decision.DENY, "no answer (input closed)", "prompt")
             decision = parse_decision(line)
             if decision is not None:
                 return Answer(decision, "answered at the prompt", "prompt")
@@ -138,6 +159,7 @@ class PromptApprover(Approver):
         return Answer(Decision.DENY, "no valid answer", "prompt")
 
     def _readline(self, deadline: float) -> str | None:
+        """A line; ``None`` at end of input; :data:`_TIMED_OUT` past the deadline."""
         try:
             fd = self.input.fileno()
         except (AttributeError, OSError, ValueError):
@@ -147,11 +169,11 @@ class PromptApprover(Approver):
         while not buf.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0:
-                return None
+                return _TIMED_OUT
             poller = select.poll()  # never select(): fds above 1023 are normal in a host
             poller.register(fd, select.POLLIN)
             if not poller.poll(left * 1000):
-                return None
+                return _TIMED_OUT
             try:
                 chunk = os.read(fd, 1)
             except OSError:  # EIO: the other side of a PTY went away
@@ -160,6 +182,10 @@ class PromptApprover(Approver):
                 return buf.decode("utf-8", "replace") or None
             buf += chunk
         return buf.decode("utf-8", "replace")
+
+
+#: returned by :meth:`PromptApprover._readline` when the deadline passed (compared by identity)
+_TIMED_OUT = "\x00timed out"
 
 
 class CallbackApprover(Approver):
@@ -176,7 +202,8 @@ class CallbackApprover(Approver):
         try:
             raw = await asyncio.wait_for(self.callback(request), self.timeout)
         except asyncio.TimeoutError:
-            return Answer(Decision.DENY, f"no answer within {self.timeout:g}s", "callback")
+            return Answer(Decision.DENY, f"no answer within {self.timeout:g}s", "callback",
+                          timed_out=True)
         if raw is None:
             return None
         decision = parse_decision(raw)

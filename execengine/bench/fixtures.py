@@ -4,13 +4,15 @@
   (``legacy_round``) and an old config loader (``fetch_config``) — call sites to refactor —
   and a ``unittest`` suite of which a known set of tests fails, each for its own reason.
 - ``configs/``: one folder per service with ``config.yaml``, ``config.json`` or
-  ``config.ini`` holding settings (port, region, replicas, log level, timeout, owner).
+  ``config.ini`` holding settings (port, region, replicas, log level, timeout, owner) and
+  nothing else, and a ``README.md`` of two sentences.
 - a local web on 127.0.0.1: pages about fictional software projects (license, language,
-  release, stars, maintainer, a benchmark score) padded with realistic boilerplate, and a
-  SearXNG-format search endpoint ``/search?q=...&format=json``.
+  release, stars, maintainer, a benchmark score) with a navigation bar, two distinct
+  paragraphs of prose and a footer, and a SearXNG-format search endpoint
+  ``/search?q=...&format=json``.
 
-The ground truth (``Fixtures.truth``) is computed while generating, so tests can check a
-workflow's answers against it independently of both ways of running it.
+The generated records (``Fixtures.truth``) are kept while generating: every workflow computes
+its expected answer from them, never by parsing what the tools return.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ LICENSES = ("MIT", "Apache-2.0", "BSD-3-Clause", "GPL-3.0", "MPL-2.0")
 LANGUAGES = ("Python", "Rust", "Go", "TypeScript")
 WORDS = ("stream", "graph", "cache", "query", "vector", "packet", "ledger", "schema", "relay",
          "forge", "pixel", "quartz", "tensor", "harbor", "signal", "beacon", "cipher", "delta")
-FILLER = (
+PROSE = (
     "The project grew out of an internal tool and is now maintained by a small group of "
     "volunteers. Contributions are welcome; please read the contributing guide before opening "
     "a pull request, and run the full test suite locally first. ",
@@ -80,6 +82,10 @@ class Truth:
     fetch_calls: dict[str, int] = field(default_factory=dict)
     #: failing test module (``tests.test_x``) -> the source file it exercises
     failing_tests: dict[str, str] = field(default_factory=dict)
+    #: module name (``cache_03``) -> names of the functions it defines, in order
+    functions: dict[str, list[str]] = field(default_factory=dict)
+    #: service name -> words in its README.md
+    readme_words: dict[str, int] = field(default_factory=dict)
 
 
 class Fixtures:
@@ -118,6 +124,15 @@ class Fixtures:
         assert self._server is not None, "fixtures are closed"
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
+    def task_vars(self) -> dict[str, str]:
+        """Names a task may mention: ``{first_config}``, ``{first_three_configs}``,
+        ``{first_project}``."""
+        first = [f"configs/{s.name}/config.{s.fmt}"
+                 for s in sorted(self.truth.services, key=lambda s: s.name)[:3]]
+        return {"first_config": first[0] if first else "",
+                "first_three_configs": ", ".join(first),
+                "first_project": self.truth.projects[0].title if self.truth.projects else ""}
+
     def reset_project(self) -> None:
         """Restore ``proj/`` to its generated state (refactoring workflows change it)."""
         shutil.rmtree(self.proj / "shop")
@@ -137,9 +152,11 @@ class Fixtures:
             self.truth.services.append(svc)
             folder = self.configs / svc.name
             folder.mkdir(parents=True)
-            notes = " ".join(rng.choice(FILLER) for _ in range(2))
-            (folder / "README.md").write_text(f"# {svc.name}\n\n{notes}\n")
-            (folder / f"config.{svc.fmt}").write_text(_render_config(svc, notes))
+            notes = " ".join(rng.sample(PROSE, 2)).strip()
+            readme = f"# {svc.name}\n\n{notes}\n"
+            (folder / "README.md").write_text(readme)
+            self.truth.readme_words[svc.name] = len(readme.split())
+            (folder / f"config.{svc.fmt}").write_text(_render_config(svc))
 
     # -- source tree ---------------------------------------------------------------------
 
@@ -157,7 +174,9 @@ class Fixtures:
             legacy = rng.randint(0, 4)
             fetch = rng.randint(0, 2)
             buggy = i % 4 == 1
-            (pkg / f"{name}.py").write_text(_module_source(name, legacy, fetch, buggy, rng))
+            source, functions = _module_source(name, legacy, fetch, buggy, rng)
+            (pkg / f"{name}.py").write_text(source)
+            self.truth.functions[name] = functions
             if legacy:
                 self.truth.legacy_calls[f"shop/{name}.py"] = legacy
             if fetch:
@@ -240,17 +259,17 @@ class Fixtures:
 
 # -- generators ----------------------------------------------------------------------------
 
-def _render_config(svc: Service, notes: str) -> str:
+def _render_config(svc: Service) -> str:
     settings = {"name": svc.name, "port": svc.port, "region": svc.region,
                 "replicas": svc.replicas, "log_level": svc.log_level,
                 "timeout": svc.timeout, "owner": svc.owner}
     if svc.fmt == "json":
-        return json.dumps({"service": settings, "description": notes,
+        return json.dumps({"service": settings,
                            "features": {"tracing": True, "canary": svc.replicas > 4}}, indent=2)
     if svc.fmt == "ini":
-        lines = ["; " + notes, "[service]"] + [f"{k} = {v}" for k, v in settings.items()]
+        lines = ["[service]"] + [f"{k} = {v}" for k, v in settings.items()]
         return "\n".join([*lines, "", "[features]", "tracing = true", ""])
-    lines = ["# " + notes, "service:"] + [f"  {k}: {v}" for k, v in settings.items()]
+    lines = ["service:"] + [f"  {k}: {v}" for k, v in settings.items()]
     return "\n".join([*lines, "features:", "  tracing: true", ""])
 
 
@@ -277,7 +296,9 @@ def load_settings(name):
 '''
 
 
-def _module_source(name: str, legacy: int, fetch: int, buggy: bool, rng: random.Random) -> str:
+def _module_source(name: str, legacy: int, fetch: int, buggy: bool, rng: random.Random,
+                   ) -> tuple[str, list[str]]:
+    """The module's text and the functions it defines, in order."""
     lines = [f'"""The {name.split("_")[0]} part of the shop."""', "",
              "from shop.money import fetch_config, legacy_round, load_settings, round_money", "",
              "", "def total(prices):",
@@ -287,15 +308,19 @@ def _module_source(name: str, legacy: int, fetch: int, buggy: bool, rng: random.
         lines.append("    return round_money(sum(prices) * (1 + tax) - 1)  # off by one")
     else:
         lines.append("    return round_money(sum(prices) * (1 + tax))")
+    functions = ["total"]
     for j in range(legacy):
         lines += ["", "", f"def helper_{j}(x):", f"    return legacy_round(x * {j + 2})"]
+        functions.append(f"helper_{j}")
     for j in range(fetch):
         lines += ["", "", f"def settings_{j}():", f'    return fetch_config("{name}-{j}")']
+        functions.append(f"settings_{j}")
     for j in range(rng.randint(2, 5)):
-        lines += ["", "", f"def unrelated_{j}(items):",
-                  '    """Padding that a reader has to page through."""',
+        lines += ["", "", f"def discounted_{j}(items):",
+                  f'    """Prices above {j} with a {j + 1}.5x multiplier, rounded to cents."""',
                   f"    return [round_money(i * {j + 1}.5) for i in items if i > {j}]"]
-    return "\n".join(lines) + "\n"
+        functions.append(f"discounted_{j}")
+    return "\n".join(lines) + "\n", functions
 
 
 def _test_source(name: str) -> str:
@@ -308,14 +333,14 @@ def _test_source(name: str) -> str:
 
 
 def _page(p: Project, rng: random.Random) -> str:
-    filler = "".join(f"<p>{rng.choice(FILLER) * 2}</p>" for _ in range(4))
+    prose = "".join(f"<p>{text.strip()}</p>" for text in rng.sample(PROSE, 2))
     nav = "".join(f'<li><a href="/pages/x{i}.html">Related {i}</a></li>' for i in range(8))
     return f"""<!doctype html>
 <html><head><title>{p.title}</title></head><body>
 <nav><ul>{nav}</ul></nav>
 <h1>{p.title}</h1>
 <p>{p.title} is an open-source {p.topic} written in {p.language}.</p>
-{filler}
+{prose}
 <h2>Facts</h2>
 <ul>
 <li>License: {p.license}</li>

@@ -1,13 +1,12 @@
-"""Small parsing helpers shared by a workflow's two ways.
+"""Small parsing helpers for the sequential plans (what a model reads off a tool result).
 
-The sequential plan calls them on the host; :func:`prelude` copies their source into the
-programmatic script, so both ways parse tool results with the very same code (the script
-side stays standard-library Python >= 3.8). User workflows may use them too.
+Only the sequential way uses them. Scripts carry their own parsing code, written as a model
+would write it, and expected answers come from the generated records: a bug here makes the
+sequential answers wrong, and the ground-truth check fails. User workflows may use them too.
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 from typing import Any
 
@@ -46,14 +45,3 @@ def search_paths(result: Any) -> list[str]:
     paths = [m.get("path", "") for m in result.get("matches", []) if isinstance(m, dict)]
     paths += [f if isinstance(f, str) else f.get("path", "") for f in result.get("files", [])]
     return sorted({p[2:] if p.startswith("./") else p for p in paths if p})
-
-
-def prelude(*tools: str) -> str:
-    """The start of a script: imports, the tools it uses, and these helpers' source."""
-    names = ", ".join(sorted(tools))
-    funcs = "\n\n".join(inspect.getsource(f) for f in
-                        (unnumber, settings, fact, failing_modules, search_paths))
-    return ("from __future__ import annotations\n"
-            "import json, re\n"
-            "from typing import Any\n"
-            f"from hermes_tools import {names}\n\n" + funcs + "\n")

@@ -1,151 +1,253 @@
-"""Per-workflow and aggregate figures: a table, JSON and a chart.
+"""Per-workflow and aggregate figures: a table, JSON, the README block and the chart.
 
-Savings are ``1 - programmatic / sequential`` of the context tokens at the end of the task
-(tool definitions + transcript). Billed input tokens add up the prompt of every model call,
-which is what a provider charges for. Medians are over workflows; totals over all of them.
+Every figure compares the programmatic way with a baseline, the **batched** sequential agent
+by default (the **serial** one, one call per message, is the labelled worst case), under one
+prefix (``minimal`` or ``realistic``, see :class:`~execengine.bench.runner.Prefix`):
+
+- **context**: tokens in the context at the end of the task (definitions + transcript);
+- **input**: prompt tokens summed over every model call (before caching);
+- **cost**: dollars as the chosen price sheet bills the calls (cached and uncached input,
+  cache writes, output; :mod:`~execengine.bench.cost`);
+- **round trips**: model calls.
+
+A saving is ``1 - programmatic / baseline`` of the totals over workflows, shown with the
+absolute amount saved and a 95 % bootstrap confidence interval (workflows resampled with
+replacement); medians are of the per-workflow savings.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execengine.bench.cost import Prices, bill, load_prices
 from execengine.bench.errors import BenchError
 from execengine.bench.tokens import INSTALL_HINT
 
 if TYPE_CHECKING:
     from execengine.bench.runner import WorkflowResult
 
-#: published figures to compare against: (label, fraction saved)
-REFERENCES: tuple[tuple[str, float], ...] = (
-    ("published: programmatic tool calling, complex research tasks", 0.37),
-    ("published: code execution over tool definitions and results (150,000 → 2,000)", 0.987),
-)
+METRICS = ("context_tokens", "input_tokens", "cost", "round_trips")
+LABELS = {"context_tokens": "context tokens at the end of the task",
+          "input_tokens": "input tokens over every model call (before caching)",
+          "cost": "billed cost",
+          "round_trips": "model round trips"}
+BOOTSTRAP = 2000
+README_START = "<!-- token-figures:start -->"
+README_END = "<!-- token-figures:end -->"
 
 
-def _saving(seq: int, prog: int) -> float:
-    return 0.0 if seq <= 0 else 1 - prog / seq
+def _saving(base: float, prog: float) -> float:
+    return 0.0 if base <= 0 else 1 - prog / base
 
 
-def row(result: WorkflowResult) -> dict[str, Any]:
-    s, p = result.sequential, result.programmatic
+def row(result: WorkflowResult, prices: Prices, *, sheet: str | None = None,
+        cache: str = "warm") -> dict[str, Any]:
+    """One workflow's figures, every way under every prefix, as JSON-able data."""
+    ps = prices.sheet(sheet)
+    ways: dict[str, Any] = {}
+    for name, way in result.ways.items():
+        ways[name] = {}
+        for prefix, f in way.figures.items():
+            b = bill(f.requests, ps, prefix_tokens=f.prefix_tokens, cache=cache)
+            ways[name][prefix] = {
+                "context_tokens": f.context_tokens, "input_tokens": f.input_tokens,
+                "output_tokens": f.output_tokens, "round_trips": f.round_trips,
+                "tool_definition_tokens": f.tool_tokens, "prefix_tokens": f.prefix_tokens,
+                "cost": b.as_dict(), "requests": [list(r) for r in f.requests]}
     return {
         "workflow": result.name, "family": result.family, "agree": result.agree,
-        "detail": result.detail,
-        "tool_calls": s.tool_calls,
-        "sequential": {"context_tokens": s.context_tokens, "billed_tokens": s.billed_tokens,
-                       "tool_definition_tokens": s.tool_tokens, "round_trips": s.round_trips,
-                       "seconds": round(s.seconds, 3)},
-        "programmatic": {"context_tokens": p.context_tokens, "billed_tokens": p.billed_tokens,
-                         "tool_definition_tokens": p.tool_tokens, "round_trips": p.round_trips,
-                         "script_tool_calls": p.inner_tool_calls,
-                         "seconds": round(p.seconds, 3)},
-        "savings": round(_saving(s.context_tokens, p.context_tokens), 4),
-        "billed_savings": round(_saving(s.billed_tokens, p.billed_tokens), 4),
-        "transcript_savings": round(_saving(s.context_tokens - s.tool_tokens,
-                                            p.context_tokens - p.tool_tokens), 4),
+        "checked": bool(result.correct), "correct": dict(result.correct),
+        "same_calls": result.same_calls, "detail": result.detail,
+        "tool_calls": result.sequential.tool_calls,
+        "script_tool_calls": result.programmatic.inner_tool_calls,
+        "seconds": {n: round(w.seconds, 3) for n, w in result.ways.items()},
+        "ways": ways,
     }
 
 
-def summarize(results: Sequence[WorkflowResult], *, encoding: str = "o200k_base",
+def value(r: Mapping[str, Any], way: str, prefix: str, metric: str) -> float:
+    fig = r["ways"][way][prefix]
+    return float(fig["cost"]["dollars"] if metric == "cost" else fig[metric])
+
+
+def interval(rows: Sequence[Any], stat: Callable[[Sequence[Any]], float], *,
+             resamples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile bootstrap interval of ``stat`` over ``rows`` resampled with replacement."""
+    if len(rows) < 2:
+        v = stat(rows) if rows else 0.0
+        return v, v
+    rng = random.Random(seed)
+    n = len(rows)
+    got = sorted(stat([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    return got[int(0.025 * resamples)], got[min(resamples - 1, int(0.975 * resamples))]
+
+
+def compare(rows: Sequence[Mapping[str, Any]], metric: str, prefix: str,
+            baseline: str) -> dict[str, Any]:
+    """Programmatic against ``baseline`` on ``metric``: totals, saved, median, interval."""
+    def total_saving(sub: Sequence[Mapping[str, Any]]) -> float:
+        return _saving(sum(value(r, baseline, prefix, metric) for r in sub),
+                       sum(value(r, "programmatic", prefix, metric) for r in sub))
+
+    base = sum(value(r, baseline, prefix, metric) for r in rows)
+    prog = sum(value(r, "programmatic", prefix, metric) for r in rows)
+    per = [_saving(value(r, baseline, prefix, metric), value(r, "programmatic", prefix, metric))
+           for r in rows]
+    low, high = interval(rows, total_saving)
+    digits = 6 if metric == "cost" else 0
+    return {"baseline": round(base, digits), "programmatic": round(prog, digits),
+            "saved": round(base - prog, digits), "savings": round(_saving(base, prog), 4),
+            "ci95": [round(low, 4), round(high, 4)],
+            "median_savings": round(statistics.median(per), 4) if per else 0.0}
+
+
+def aggregate(rows: Sequence[Mapping[str, Any]], *, prefix: str = "realistic",
+              baseline: str = "batched", prefixes: Sequence[str] = ("minimal", "realistic"),
+              meta: Mapping[str, Any] | None = None, prices: Prices | None = None,
+              encoding: str = "o200k_base") -> dict[str, Any]:
+    rows = list(rows)
+    prefixes = [p for p in prefixes if not rows or p in rows[0]["ways"]["programmatic"]]
+    families = sorted({r["family"] for r in rows})
+    out: dict[str, Any] = {"encoding": encoding, "prefix": prefix, "baseline": baseline,
+                           "workflows": rows}
+    if not rows:
+        out["aggregate"] = {"workflows": 0}
+        return out
+    agg: dict[str, Any] = {
+        "workflows": len(rows),
+        "agreeing": sum(1 for r in rows if r["agree"]),
+        "checked": sum(1 for r in rows if r["checked"]),
+        "tool_calls": sum(int(r["tool_calls"]) for r in rows),
+        "round_trips": {w: int(sum(value(r, w, prefix, "round_trips") for r in rows))
+                        for w in ("serial", "batched", "programmatic")},
+    }
+    for p in prefixes:
+        agg[p] = {base: {m: compare(rows, m, p, base) for m in METRICS}
+                  for base in ("batched", "serial")}
+    out["aggregate"] = agg
+    out["by_family"] = {f: {m: compare([r for r in rows if r["family"] == f], m, prefix,
+                                       baseline) for m in ("context_tokens", "cost")}
+                        for f in families}
+    out["programmatic_loses"] = sorted(
+        r["workflow"] for r in rows
+        if value(r, "programmatic", prefix, "cost") > value(r, baseline, prefix, "cost"))
+    if prices is not None:
+        out["cost_by_price_sheet"] = _by_sheet(rows, prices, prefix, baseline)
+    if meta:
+        out["meta"] = dict(meta)
+    return out
+
+
+def _by_sheet(rows: Sequence[Mapping[str, Any]], prices: Prices, prefix: str,
+              baseline: str) -> dict[str, Any]:
+    """The total cost saving under every price sheet and cache mode (from the requests)."""
+    out: dict[str, Any] = {}
+    for name, ps in prices.sheets.items():
+        out[name] = {}
+        for cache in ("warm", "cold", "off"):
+            totals = []
+            for way in (baseline, "programmatic"):
+                totals.append(sum(
+                    bill([tuple(q) for q in r["ways"][way][prefix]["requests"]], ps,
+                         prefix_tokens=r["ways"][way][prefix]["prefix_tokens"],
+                         cache=cache).dollars for r in rows))
+            out[name][cache] = {"baseline": round(totals[0], 6),
+                                "programmatic": round(totals[1], 6),
+                                "savings": round(_saving(totals[0], totals[1]), 4)}
+    return out
+
+
+def summarize(results: Sequence[WorkflowResult], *, prices: Prices | None = None,
+              sheet: str | None = None, cache: str = "warm", prefix: str = "realistic",
+              baseline: str = "batched", encoding: str = "o200k_base",
               meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Everything the report shows, as plain JSON-able data."""
-    return aggregate([row(r) for r in results], encoding=encoding, meta=meta)
-
-
-def aggregate(rows: Sequence[Mapping[str, Any]], *, encoding: str = "o200k_base",
-              meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    rows = list(rows)
-
-    def total(way: str, key: str) -> int:
-        return sum(int(r[way][key]) for r in rows)
-
-    def agg(subset: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        if not subset:
-            return {"workflows": 0}
-        seq = sum(int(r["sequential"]["context_tokens"]) for r in subset)
-        prog = sum(int(r["programmatic"]["context_tokens"]) for r in subset)
-        return {"workflows": len(subset),
-                "median_savings": round(statistics.median(r["savings"] for r in subset), 4),
-                "total_savings": round(_saving(seq, prog), 4)}
-
-    families = sorted({r["family"] for r in rows})
-    summary: dict[str, Any] = {
-        "encoding": encoding,
-        "workflows": rows,
-        "aggregate": {
-            **agg(rows),
-            "agreeing": sum(1 for r in rows if r["agree"]),
-            "tool_calls": sum(int(r["tool_calls"]) for r in rows),
-            "sequential_context_tokens": total("sequential", "context_tokens"),
-            "programmatic_context_tokens": total("programmatic", "context_tokens"),
-            "sequential_billed_tokens": total("sequential", "billed_tokens"),
-            "programmatic_billed_tokens": total("programmatic", "billed_tokens"),
-            "billed_savings": round(_saving(total("sequential", "billed_tokens"),
-                                            total("programmatic", "billed_tokens")), 4),
-            "median_billed_savings": round(statistics.median(
-                r["billed_savings"] for r in rows), 4) if rows else 0.0,
-            "transcript_savings": round(_saving(
-                total("sequential", "context_tokens")
-                - total("sequential", "tool_definition_tokens"),
-                total("programmatic", "context_tokens")
-                - total("programmatic", "tool_definition_tokens")), 4),
-            "sequential_round_trips": total("sequential", "round_trips"),
-            "programmatic_round_trips": total("programmatic", "round_trips"),
-        },
-        "by_family": {f: agg([r for r in rows if r["family"] == f]) for f in families},
-        "references": [{"label": label, "savings": v} for label, v in REFERENCES],
-    }
-    if meta:
-        summary["meta"] = dict(meta)
-    return summary
+    prices = prices or load_prices()
+    ps = prices.sheet(sheet)
+    rows = [row(r, prices, sheet=sheet, cache=cache) for r in results]
+    prefixes = list(results[0].programmatic.figures) if results else [prefix]
+    if prefix not in prefixes:
+        raise BenchError(f"prefix {prefix!r} was not measured (measured: {', '.join(prefixes)})")
+    out = aggregate(rows, prefix=prefix, baseline=baseline, prefixes=prefixes, prices=prices,
+                    encoding=encoding, meta=meta)
+    out["prices"] = {"sheet": ps.name, "as_of": prices.as_of, "cache": cache,
+                     "source": ps.source}
+    return out
 
 
 def pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def _amount(metric: str, x: float) -> str:
+    return f"${x:,.4f}" if metric == "cost" else f"{x:,.0f}"
+
+
+def _line(c: Mapping[str, Any], metric: str) -> str:
+    lo, hi = c["ci95"]
+    return (f"{_amount(metric, c['baseline'])} -> {_amount(metric, c['programmatic'])}: saved "
+            f"{_amount(metric, c['saved'])} ({pct(c['savings'])}, 95% CI {pct(lo)} to "
+            f"{pct(hi)}; median {pct(c['median_savings'])})")
+
+
 def table(summary: Mapping[str, Any]) -> str:
     """The human-readable report."""
     from execengine.cli._common import table as render
 
+    prefix, base = summary["prefix"], summary["baseline"]
     rows = []
     for r in summary["workflows"]:
-        s, p = r["sequential"], r["programmatic"]
+        b, p = r["ways"][base][prefix], r["ways"]["programmatic"][prefix]
+        s = r["ways"]["serial"][prefix]
         rows.append([r["workflow"], r["family"], str(r["tool_calls"]),
-                     f"{s['context_tokens']:,}", f"{p['context_tokens']:,}", pct(r["savings"]),
-                     f"{s['billed_tokens']:,}", f"{p['billed_tokens']:,}",
-                     f"{s['round_trips']}/{p['round_trips']}",
-                     "yes" if r["agree"] else "NO"])
-    out = [render(rows, ["workflow", "family", "calls", "seq ctx", "prog ctx", "saved",
-                         "seq billed", "prog billed", "trips", "same answer"])]
+                     f"{b['context_tokens']:,}", f"{p['context_tokens']:,}",
+                     f"{b['context_tokens'] - p['context_tokens']:,}",
+                     pct(_saving(b["context_tokens"], p["context_tokens"])),
+                     f"{b['cost']['dollars']:.4f}", f"{p['cost']['dollars']:.4f}",
+                     pct(_saving(b["cost"]["dollars"], p["cost"]["dollars"])),
+                     f"{s['round_trips']}/{b['round_trips']}/{p['round_trips']}",
+                     ("yes" if r["agree"] else "NO") + ("" if r["checked"] else " (unchecked)")])
+    out = [render(rows, ["workflow", "family", "calls", f"{base} ctx", "prog ctx", "saved",
+                         "%", f"{base} $", "prog $", "$ saved", "trips s/b/p", "right"])]
     a = summary["aggregate"]
-    if a.get("workflows"):
-        out += ["",
-                f"{a['workflows']} workflows, {a['tool_calls']} tool calls, "
-                f"{a['agreeing']}/{a['workflows']} reach the same answer both ways "
-                f"(tokens: {summary['encoding']}, exact).",
-                f"context tokens: {a['sequential_context_tokens']:,} sequential -> "
-                f"{a['programmatic_context_tokens']:,} programmatic; total savings "
-                f"{pct(a['total_savings'])}, median {pct(a['median_savings'])}",
-                f"transcript alone (without tool definitions): total savings "
-                f"{pct(a['transcript_savings'])}",
-                f"billed input tokens (every model call): {a['sequential_billed_tokens']:,} -> "
-                f"{a['programmatic_billed_tokens']:,}; total savings {pct(a['billed_savings'])},"
-                f" median {pct(a['median_billed_savings'])}",
-                f"model round trips: {a['sequential_round_trips']} -> "
-                f"{a['programmatic_round_trips']}"]
-        for fam, f in summary["by_family"].items():
-            out.append(f"  {fam:9} median {pct(f['median_savings'])}, total "
-                       f"{pct(f['total_savings'])} over {f['workflows']} workflows")
-    for ref in summary["references"]:
-        out.append(f"reference: {pct(ref['savings'])}  {ref['label']}")
-    disagreeing = [r for r in summary["workflows"] if not r["agree"]]
-    for r in disagreeing:
-        out.append(f"DISAGREE {r['workflow']}: {r['detail']}")
+    if not a.get("workflows"):
+        return "\n".join([*out, "", "no workflows"])
+    pr = summary.get("prices", {})
+    out += ["",
+            f"{a['workflows']} workflows, {a['tool_calls']} tool calls; {a['agreeing']}/"
+            f"{a['workflows']} right both ways with the same tool calls ({a['checked']} "
+            f"checked against the expected answer). Tokens: {summary['encoding']}.",
+            f"Prefix: {prefix}. Baseline: {base} sequential tool calls. Cost: "
+            f"{pr.get('sheet', '?')} prices of {pr.get('as_of', '?')}, {pr.get('cache', '?')} "
+            "cache."]
+    for metric in METRICS:
+        out.append(f"  {LABELS[metric]}: {_line(a[prefix][base][metric], metric)}")
+    out.append(f"against the serial worst case (one call per message; round trips "
+               f"{a['round_trips']['serial']} -> {a['round_trips']['programmatic']}):")
+    for metric in ("context_tokens", "cost"):
+        out.append(f"  {LABELS[metric]}: {_line(a[prefix]['serial'][metric], metric)}")
+    for other in a:
+        if other in ("minimal", "realistic") and other != prefix:
+            c = a[other][base]
+            out.append(f"with the {other} prefix: context {pct(c['context_tokens']['savings'])},"
+                       f" cost {pct(c['cost']['savings'])} saved against {base}")
+    for fam, f in summary["by_family"].items():
+        out.append(f"  {fam:9} context {pct(f['context_tokens']['savings'])}, cost "
+                   f"{pct(f['cost']['savings'])} saved")
+    if summary.get("cost_by_price_sheet"):
+        out.append(f"cost saved by price sheet (warm / cold / no cache): {_sheets(summary)}")
+    if summary.get("programmatic_loses"):
+        out.append("execute_code costs more than the baseline on: "
+                   + ", ".join(summary["programmatic_loses"]))
+    for r in summary["workflows"]:
+        if not r["agree"]:
+            out.append(f"WRONG {r['workflow']}: {r['detail']}")
     return "\n".join(out)
 
 
@@ -153,12 +255,72 @@ def to_json(summary: Mapping[str, Any]) -> str:
     return json.dumps(summary, indent=2, ensure_ascii=False)
 
 
+def readme_block(summary: Mapping[str, Any]) -> str:
+    """The README's figures, between its markers (regenerated by ``--readme``)."""
+    a, prefix, base = summary["aggregate"], summary["prefix"], summary["baseline"]
+    pr = summary.get("prices", {})
+
+    def cell(c: Mapping[str, Any], metric: str) -> str:
+        lo, hi = c["ci95"]
+        return (f"{_amount(metric, c['baseline'])} | {_amount(metric, c['programmatic'])} | "
+                f"{_amount(metric, c['saved'])} | **{pct(c['savings'])}** "
+                f"({pct(lo)} to {pct(hi)}) | {pct(c['median_savings'])}")
+
+    lines = [README_START,
+             f"Current figures ({summary['encoding']}; {a['workflows']} workflows, "
+             f"{a['tool_calls']} tool calls; {a['agreeing']}/{a['workflows']} right both ways "
+             f"against the expected answer, with the same tool calls; {prefix} prefix; cost at "
+             f"{pr.get('sheet', '?')} prices of {pr.get('as_of', '?')}, {pr.get('cache', '?')} "
+             "prompt cache):", "",
+             f"| measure | {base} tool calls | one execute_code call | saved | saved % (95% CI)"
+             " | median |", "|---|---|---|---|---|---|"]
+    for metric in METRICS:
+        lines.append(f"| {LABELS[metric]} | {cell(a[prefix][base][metric], metric)} |")
+    for metric in ("context_tokens", "cost"):
+        lines.append(f"| {LABELS[metric]}, against serial calls (worst case) | "
+                     f"{cell(a[prefix]['serial'][metric], metric)} |")
+    lines.append("")
+    others = [p for p in ("minimal", "realistic") if p in a and p != prefix]
+    for other in others:
+        c = a[other][base]
+        lines.append(f"With the {other} prefix: context {pct(c['context_tokens']['savings'])}"
+                     f" and cost {pct(c['cost']['savings'])} saved against {base} calls.")
+    fams = ", ".join(f"{f} {pct(v['context_tokens']['savings'])} / {pct(v['cost']['savings'])}"
+                     for f, v in summary["by_family"].items())
+    lines.append(f"By family (context / cost saved): {fams}.")
+    if summary.get("cost_by_price_sheet"):
+        lines.append(f"Cost saved against {base} calls by price sheet (warm / cold / no prompt "
+                     f"cache): {_sheets(summary)}.")
+    if summary.get("programmatic_loses"):
+        lines.append("execute_code costs more than batched calls on: "
+                     + ", ".join(f"`{n}`" for n in summary["programmatic_loses"]) + ".")
+    lines.append(README_END)
+    return "\n".join(lines)
+
+
+def _sheets(summary: Mapping[str, Any]) -> str:
+    return ", ".join(f"{name} " + " / ".join(pct(v[c]["savings"]) for c in ("warm", "cold", "off"))
+                     for name, v in summary["cost_by_price_sheet"].items())
+
+
+def update_readme(path: str | Path, summary: Mapping[str, Any]) -> Path:
+    """Replace the figures between the README's markers."""
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(README_START) + ".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise BenchError(f"{p}: no {README_START} ... {README_END} block to update")
+    p.write_text(pattern.sub(lambda _: readme_block(summary), text, count=1), encoding="utf-8")
+    return p
+
+
 FAMILY_COLORS = {"data": "#4C72B0", "research": "#DD8452", "refactor": "#55A868",
-                 "build": "#C44E52"}
+                 "build": "#C44E52", "small": "#8C8C8C"}
 
 
 def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
-    """Draw tokens each way and savings per workflow, with the references, to a PNG."""
+    """Per workflow: context both ways, and context, cost and round trips saved against the
+    baseline (the serial worst case as a marker), to a PNG."""
     try:
         import matplotlib
 
@@ -169,41 +331,51 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
     rows = summary["workflows"]
     if not rows:
         raise BenchError("no workflow results to chart")
-    names = [r["workflow"] for r in rows]
-    ys = range(len(rows))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 0.32 * len(rows) + 3.0),
-                                      sharey=True, gridspec_kw={"width_ratios": [3, 2]})
-    seq = [r["sequential"]["context_tokens"] for r in rows]
-    prog = [r["programmatic"]["context_tokens"] for r in rows]
+    prefix, base = summary["prefix"], summary["baseline"]
+    ys = list(range(len(rows)))
+    height = 0.3 * len(rows) + 3.0
+    fig, axes = plt.subplots(1, 4, figsize=(17, height), sharey=True,
+                             gridspec_kw={"width_ratios": [3, 2, 2, 2]})
+    ctx, saved, cost, trips = axes
     h = 0.4
-    left.barh([y - h / 2 for y in ys], seq, h, label="sequential tool calls", color="#999999")
-    left.barh([y + h / 2 for y in ys], prog, h, label="one execute_code call", color="#2A7AB0")
-    left.set_xlabel(f"context tokens at the end of the task ({summary['encoding']})")
-    left.set_yticks(list(ys), [f"{n} ({r['tool_calls']})" for n, r in zip(names, rows,
-                                                                          strict=True)])
-    left.invert_yaxis()
-    fig.legend(*left.get_legend_handles_labels(), loc="lower left", ncol=1, fontsize=8,
-               frameon=False)
+    ctx.barh([y - h / 2 for y in ys], [value(r, base, prefix, "context_tokens") for r in rows],
+             h, label=f"{base} tool calls", color="#999999")
+    ctx.barh([y + h / 2 for y in ys],
+             [value(r, "programmatic", prefix, "context_tokens") for r in rows], h,
+             label="one execute_code call", color="#2A7AB0")
+    ctx.set_xlabel(f"context tokens at the end ({summary['encoding']})")
+    ctx.set_yticks(ys, [f"{r['workflow']} ({r['tool_calls']})" for r in rows])
+    ctx.invert_yaxis()
+    ctx.legend(loc="lower right", fontsize=8, frameon=False)
     colors = [FAMILY_COLORS.get(r["family"], "#777777") for r in rows]
-    right.barh(list(ys), [r["savings"] * 100 for r in rows], color=colors)
-    agg = summary["aggregate"]
-    right.axvline(agg["median_savings"] * 100, color="black", lw=1.2,
-                  label=f"median here {pct(agg['median_savings'])}")
-    for (ref, style) in zip(summary["references"], ("--", ":"), strict=False):
-        right.axvline(ref["savings"] * 100, color="#8E44AD", ls=style, lw=1.2,
-                      label=f"{ref['label'].split(':', 1)[1].strip()[:48]} {pct(ref['savings'])}")
-    right.set_xlim(min(0.0, min(r["savings"] for r in rows) * 100) - 2, 100)
-    right.set_xlabel("context tokens saved (%)")
+    a = summary["aggregate"][prefix]
+    for ax, metric, title in ((saved, "context_tokens", "context saved (%)"),
+                              (cost, "cost", "billed cost saved (%)"),
+                              (trips, "round_trips", "round trips saved (%)")):
+        vals = [_saving(value(r, base, prefix, metric), value(r, "programmatic", prefix, metric))
+                * 100 for r in rows]
+        ax.barh(ys, vals, color=colors)
+        worst = [_saving(value(r, "serial", prefix, metric),
+                         value(r, "programmatic", prefix, metric)) * 100 for r in rows]
+        ax.plot(worst, ys, "k|", markersize=7, label="against serial calls")
+        c = a[base][metric]
+        ax.axvline(c["savings"] * 100, color="black", lw=1.2,
+                   label=f"total {pct(c['savings'])} ({pct(c['ci95'][0])} to {pct(c['ci95'][1])})")
+        ax.axvspan(c["ci95"][0] * 100, c["ci95"][1] * 100, color="black", alpha=0.08)
+        ax.axvline(0, color="#555555", lw=0.6)
+        ax.set_xlim(min(-5.0, min(vals) - 5), 100)
+        ax.set_xlabel(title)
+        ax.legend(loc="lower left", fontsize=7, frameon=False)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in FAMILY_COLORS.values()]
-    line_handles, line_labels = right.get_legend_handles_labels()
-    fig.legend([*line_handles, *handles], [*line_labels, *FAMILY_COLORS], loc="lower right",
-               ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"Programmatic tool calling: {pct(agg['total_savings'])} fewer context tokens "
-                 f"in total, median {pct(agg['median_savings'])}, over {agg['workflows']} "
-                 "workflows (tool calls in brackets)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.75 / (0.32 * len(rows) + 3.0), 1, 1))
+    fig.legend(handles, list(FAMILY_COLORS), loc="lower center", ncol=len(FAMILY_COLORS),
+               fontsize=8, frameon=False)
+    pr = summary.get("prices", {})
+    fig.suptitle(f"execute_code against {base} tool calls ({prefix} prefix; cost at "
+                 f"{pr.get('sheet', '?')} prices, {pr.get('cache', '?')} cache; 95% bootstrap "
+                 f"CI over {len(rows)} workflows; tool calls in brackets)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.6 / height, 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=100)
     plt.close(fig)
     return out

@@ -1,72 +1,185 @@
-"""Running a workflow for real, both ways, and measuring the context each builds.
+"""Running a workflow for real, both ways, checking the answers, measuring each transcript.
 
-Sequential: every call the plan yields goes through ``registry.dispatch`` and the transcript
-grows as a model's would (an assistant message with ``tool_calls``, one ``role=tool``
-message per result). Programmatic: one ``execute_code`` call with the workflow's script,
-dispatched the same way, so the transcript holds exactly the result the model would see.
-Both transcripts start with the same system and user messages and end with the same final
-answer, and both offer the model the workflow's tools (the programmatic way offers
-``execute_code`` besides, as a real session does).
+Sequential: every batch of calls the plan yields goes through ``registry.dispatch``; the
+transcript grows as a model's would (an assistant message with ``tool_calls``, one
+``role=tool`` message per result). That is the *batched* baseline: every call that does not
+depend on another's result shares one assistant message. The *serial* worst case is the
+same transcript with one call per assistant message (same calls, same results, more model
+calls). Programmatic: one ``execute_code`` call with the workflow's script, dispatched the
+same way, so the transcript holds exactly the result the model would see.
 
-Measured per way: the context at the end (tool definitions + messages, tokens), the input
-tokens summed over every model call (what a provider bills), model round trips, tool calls.
+Checked per workflow: each way's answer against the expected answer computed from the
+generated records, and the script's tool calls against the sequential ones (the same calls,
+as a multiset: a script may order independent calls differently).
+
+Measured per way and per prefix (:class:`Prefix`: what precedes the task in every request):
+the context at the end, every model request's prompt and output tokens (for
+:mod:`~execengine.bench.cost`), round trips, tool calls.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import string
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.errors import WorkflowError
-from execengine.bench.workflow import Workflow, answer_from_output, decode_result, normalize
+from execengine.bench.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE
+from execengine.bench.workflow import (
+    Call,
+    Workflow,
+    answer_from_output,
+    decode_result,
+    normalize,
+)
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
     from execengine.bench.tokens import TokenCounter
     from execengine.config import Config
+    from execengine.context import ToolContext
     from execengine.registry import ToolRegistry
 
 SYSTEM_PROMPT = ("You are a software agent working in a project directory. Use the tools to "
                  "complete the user's task, then answer with the result.")
 EXECUTE_CODE = "execute_code"
+WAYS = ("serial", "batched", "programmatic")
+#: the default baseline the savings are measured against
+BASELINE = "batched"
+
+# A system prompt of a real agent's size: its text does not matter to the counts, only its
+# length, so it is these guidelines repeated (numbered) up to the size asked for.
+_GUIDELINES = (
+    "Read the relevant files before changing them, and keep changes small and focused on the "
+    "task. Prefer the project's existing conventions over your own preferences.",
+    "When a command fails, read its output, find the cause, and fix it rather than retrying "
+    "blindly. Never claim a command succeeded without seeing its output.",
+    "Ask for clarification only when the task is ambiguous in a way that changes the result; "
+    "otherwise make a reasonable assumption and state it in your answer.",
+    "Do not expose secrets, credentials or tokens in tool calls, files or answers. Refuse "
+    "destructive operations outside the project directory.",
+    "Use parallel tool calls for independent reads and searches. Summarise long tool results "
+    "instead of repeating them, and quote only the lines that matter.",
+    "Answer concisely: the result first, then the evidence, then any caveats. Use code blocks "
+    "for code and commands, and absolute dates for anything time-related.",
+)
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """What precedes the task in every request: a system prompt and the tool definitions.
+
+    ``minimal``: two sentences, and only the workflow's toolsets (the programmatic way adds
+    ``execute_code``). ``realistic``: a system prompt of ``system_tokens`` tokens and every
+    tool of the session, ``execute_code`` included, offered the same both ways.
+    """
+
+    name: str
+    system_tokens: int = 0
+    session_tools: bool = False
+
+    def system_prompt(self, counter: TokenCounter) -> str:
+        if not self.system_tokens:
+            return SYSTEM_PROMPT
+        key = (self.system_tokens, counter.name)
+        text = _SYSTEM_CACHE.get(key)
+        if text is None:
+            parts = [SYSTEM_PROMPT]
+            size = counter.count(SYSTEM_PROMPT)
+            while size < self.system_tokens:
+                part = f"{len(parts)}. {_GUIDELINES[(len(parts) - 1) % len(_GUIDELINES)]}"
+                size += counter.count("\n\n" + part)
+                parts.append(part)
+            text = _SYSTEM_CACHE[key] = "\n\n".join(parts)
+        return text
+
+
+_SYSTEM_CACHE: dict[tuple[int, str], str] = {}
+
+
+MINIMAL = Prefix("minimal")
+REALISTIC = Prefix("realistic", system_tokens=4000, session_tools=True)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One way's figures under one prefix. ``requests`` holds (prompt, output) tokens of
+    every model call, in order."""
+
+    prefix_tokens: int
+    tool_tokens: int
+    context_tokens: int
+    requests: tuple[tuple[int, int], ...]
+
+    @property
+    def round_trips(self) -> int:
+        return len(self.requests)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(p for p, _ in self.requests)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(o for _, o in self.requests)
 
 
 @dataclass
 class WayResult:
-    """One way of running a workflow: its transcript and its figures."""
+    """One way of running a workflow: its transcript (after the system message), its calls,
+    its answer and its figures per prefix."""
 
     messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]
     answer: Any = None
     error: str = ""
-    round_trips: int = 0
+    #: the tool calls made (for the programmatic way: the calls its script made)
+    calls: list[Call] = field(default_factory=list)
+    #: tool calls the model made (1 for the programmatic way)
     tool_calls: int = 0
-    #: tool calls the script made inside execute_code (programmatic way)
-    inner_tool_calls: int = 0
-    tool_tokens: int = 0
-    context_tokens: int = 0
-    billed_tokens: int = 0
     seconds: float = 0.0
+    figures: dict[str, Figures] = field(default_factory=dict)
+
+    @property
+    def inner_tool_calls(self) -> int:
+        return len(self.calls)
 
 
 @dataclass
 class WorkflowResult:
     name: str
     family: str
-    sequential: WayResult
-    programmatic: WayResult
-    agree: bool
+    ways: dict[str, WayResult]
+    expected: Any = None
+    #: each way's answer equals the expected one (None: the workflow has no expected answer)
+    correct: dict[str, bool | None] = field(default_factory=dict)
+    #: the script made the same tool calls as the sequential way
+    same_calls: bool = True
     detail: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def savings(self) -> float:
-        """Fraction of the sequential context the programmatic way saves."""
-        seq = self.sequential.context_tokens
-        return 0.0 if seq == 0 else 1 - self.programmatic.context_tokens / seq
+    def sequential(self) -> WayResult:
+        return self.ways[BASELINE]
+
+    @property
+    def programmatic(self) -> WayResult:
+        return self.ways["programmatic"]
+
+    @property
+    def agree(self) -> bool:
+        """Both ways right (or, without an expected answer, equal) with the same calls."""
+        return (not self.detail and self.same_calls
+                and all(v is not False for v in self.correct.values()))
+
+    def savings(self, prefix: str = "minimal", baseline: str = BASELINE) -> float:
+        """Fraction of the baseline's final context the programmatic way saves."""
+        seq = self.ways[baseline].figures[prefix].context_tokens
+        prog = self.programmatic.figures[prefix].context_tokens
+        return 0.0 if seq == 0 else 1 - prog / seq
 
 
 def bench_overrides(fx: Fixtures, *, max_tool_calls: int = 500) -> dict[str, Any]:
@@ -78,27 +191,41 @@ def bench_overrides(fx: Fixtures, *, max_tool_calls: int = 500) -> dict[str, Any
         "web.allow_private": True,
         "code_execution.max_tool_calls": max_tool_calls,
         "code_execution.timeout": 120.0,
+        # the scripts are the benchmark's own: no one to ask, at any isolation level
+        "approvals.execute_code": "allow",
     }
+
+
+def call_key(tool: str, args: Mapping[str, Any]) -> str:
+    return json.dumps([tool, normalize(dict(args))], sort_keys=True)
 
 
 class Runner:
     """Runs workflows on one registry and one set of fixtures."""
 
-    def __init__(self, registry: ToolRegistry, fx: Fixtures, counter: TokenCounter) -> None:
+    def __init__(self, registry: ToolRegistry, fx: Fixtures, counter: TokenCounter,
+                 prefixes: Sequence[Prefix] = (MINIMAL, REALISTIC)) -> None:
         self.registry = registry
         self.fx = fx
         self.counter = counter
-        self._ids = 0
+        self.prefixes = tuple(prefixes)
+        self._ids = random.Random(f"bench-call-ids-{fx.root.name}")
+        self._recording: list[Call] | None = None
+        registry.add_hook("pre_tool_call", self._record)
 
-    def _call_id(self) -> str:
-        self._ids += 1
-        return f"call_{self._ids:04d}"
+    def _record(self, name: str, args: Mapping[str, Any], ctx: ToolContext) -> None:
+        if self._recording is not None and ctx.origin == EXECUTE_CODE:
+            self._recording.append(Call(name, dict(args)))
 
-    def _opening(self, wf: Workflow) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": SYSTEM_PROMPT},
-                {"role": "user", "content": wf.task}]
+    def call_id(self) -> str:
+        """An id of the length real providers use (``call_`` and 24 letters and digits)."""
+        return "call_" + "".join(self._ids.choices(string.ascii_letters + string.digits,
+                                                   k=24))
 
-    def _tools(self, wf: Workflow, *extra: str) -> list[dict[str, Any]]:
+    def _tools(self, wf: Workflow, prefix: Prefix, programmatic: bool) -> list[dict[str, Any]]:
+        if prefix.session_tools:
+            return self.registry.get_tool_definitions()
+        extra = ["code_execution"] if programmatic else []
         return self.registry.get_tool_definitions(enabled_toolsets=[*wf.toolsets, *extra])
 
     def _dispatch(self, wf: Workflow, tool: str, args: Mapping[str, Any]) -> str:
@@ -109,13 +236,15 @@ class Runner:
     def sequential(self, wf: Workflow) -> WayResult:
         if wf.mutates:
             self.fx.reset_project()
-        way = WayResult(self._opening(wf), self._tools(wf))
+        way = WayResult([{"role": "user", "content": wf.task_for(self.fx)}])
         started = time.perf_counter()
         gen = wf.plan(self.fx)
         try:
             batch = next(gen)
             while True:
-                calls = [(self._call_id(), c) for c in batch]
+                if not batch:
+                    raise WorkflowError("the plan yielded an empty batch")
+                calls = [(self.call_id(), c) for c in batch]
                 way.messages.append({"role": "assistant", "content": None, "tool_calls": [
                     {"id": cid, "type": "function",
                      "function": {"name": c.tool, "arguments": json.dumps(c.args)}}
@@ -125,6 +254,7 @@ class Runner:
                     text = self._dispatch(wf, c.tool, c.args)
                     way.messages.append({"role": "tool", "tool_call_id": cid, "content": text})
                     results.append(decode_result(text))
+                way.calls += [c for _, c in calls]
                 way.tool_calls += len(calls)
                 batch = gen.send(results)
         except StopIteration as stop:
@@ -138,14 +268,18 @@ class Runner:
     def programmatic(self, wf: Workflow) -> WayResult:
         if wf.mutates:
             self.fx.reset_project()
-        way = WayResult(self._opening(wf), self._tools(wf, "code_execution"))
+        way = WayResult([{"role": "user", "content": wf.task_for(self.fx)}])
         code = wf.script(self.fx)
-        cid = self._call_id()
+        cid = self.call_id()
         way.messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": cid, "type": "function",
              "function": {"name": EXECUTE_CODE, "arguments": json.dumps({"code": code})}}]})
         started = time.perf_counter()
-        text = self._dispatch(wf, EXECUTE_CODE, {"code": code})
+        self._recording = way.calls
+        try:
+            text = self._dispatch(wf, EXECUTE_CODE, {"code": code})
+        finally:
+            self._recording = None
         way.seconds = time.perf_counter() - started
         way.messages.append({"role": "tool", "tool_call_id": cid, "content": text})
         way.tool_calls = 1
@@ -156,7 +290,6 @@ class Runner:
             way.error = (f"script {result.get('status')}: {result.get('error', '')}"
                          f" {str(result.get('output', ''))[-300:]}").strip()
         else:
-            way.inner_tool_calls = int(result.get("tool_calls_made") or 0)
             try:
                 way.answer = answer_from_output(str(result["output"]))
             except WorkflowError as exc:
@@ -165,44 +298,118 @@ class Runner:
         return way
 
     def _finish(self, way: WayResult) -> None:
-        """Append the final answer and count tokens and round trips."""
+        """Append the final answer."""
         final = (json.dumps(normalize(way.answer), ensure_ascii=False) if not way.error
                  else f"I could not finish: {way.error}")
         way.messages.append({"role": "assistant", "content": final})
+
+    # -- accounting --------------------------------------------------------------------------
+
+    def measure(self, way: WayResult, tools: list[dict[str, Any]], prefix: Prefix) -> Figures:
+        """Every request's prompt and output, and the final context, under ``prefix``."""
         c = self.counter
-        way.tool_tokens = c.count_tools(way.tools)
-        # a model call happens before every assistant message
-        prompt = way.tool_tokens + 3  # reply priming
+        system = {"role": "system", "content": prefix.system_prompt(c)}
+        tool_tokens = c.count_tools(tools)
+        prompt = tool_tokens + c.count_message(system) + REPLY_PRIMING
+        prefix_tokens = prompt
+        requests = []
         for msg in way.messages:
-            if msg["role"] == "assistant":
-                way.round_trips += 1
-                way.billed_tokens += prompt
-            prompt += c.count_message(msg)
-        way.context_tokens = prompt
+            n = c.count_message(msg)
+            if msg["role"] == "assistant":  # a model call produced it
+                requests.append((prompt, n - TOKENS_PER_MESSAGE))
+            prompt += n
+        return Figures(prefix_tokens, tool_tokens, prompt, tuple(requests))
 
     def run(self, wf: Workflow) -> WorkflowResult:
-        seq = self.sequential(wf)
+        batched = self.sequential(wf)
         prog = self.programmatic(wf)
-        if seq.error or prog.error:
-            agree, detail = False, "; ".join(
-                f"{way}: {err}" for way, err in (("sequential", seq.error),
-                                                 ("programmatic", prog.error)) if err)
-        else:
-            try:
-                agree = bool(wf.check(seq.answer, prog.answer))
-            except Exception as exc:
-                agree = False
-                detail = f"check failed: {type(exc).__name__}: {exc}"
-            else:
-                detail = "" if agree else (
-                    f"answers differ: sequential {_short(seq.answer)} vs "
-                    f"programmatic {_short(prog.answer)}")
+        serial = WayResult(split_serial(batched.messages), batched.answer, batched.error,
+                           list(batched.calls), batched.tool_calls, batched.seconds)
+        ways = {"serial": serial, "batched": batched, "programmatic": prog}
+        for prefix in self.prefixes:
+            for name, way in ways.items():
+                tools = self._tools(wf, prefix, programmatic=name == "programmatic")
+                way.figures[prefix.name] = self.measure(way, tools, prefix)
+        result = WorkflowResult(wf.name, wf.family, ways)
+        self._check(wf, result)
         if wf.mutates:
             self.fx.reset_project()
-        return WorkflowResult(wf.name, wf.family, seq, prog, agree, detail)
+        return result
+
+    def _check(self, wf: Workflow, result: WorkflowResult) -> None:
+        seq, prog = result.sequential, result.programmatic
+        problems = [f"{name}: {way.error}" for name, way in (("sequential", seq),
+                                                             ("programmatic", prog))
+                    if way.error]
+        if wf.truth is not None:
+            try:
+                result.expected = wf.truth(self.fx)
+            except Exception as exc:
+                problems.append(f"expected answer failed: {type(exc).__name__}: {exc}")
+            else:
+                for name, way in (("batched", seq), ("programmatic", prog)):
+                    ok = not way.error and _checked(wf, result.expected, way.answer)
+                    result.correct[name] = ok
+                    if not ok and not way.error:
+                        problems.append(f"{name} answer {_short(way.answer)} is not the "
+                                        f"expected {_short(result.expected)}")
+                result.correct["serial"] = result.correct["batched"]
+        elif not seq.error and not prog.error and not _checked(wf, seq.answer, prog.answer):
+            problems.append(f"answers differ: sequential {_short(seq.answer)} vs "
+                            f"programmatic {_short(prog.answer)}")
+        if not prog.error:
+            missing, extra = compare_calls([self._full(c) for c in seq.calls],
+                                           [self._full(c) for c in prog.calls])
+            result.same_calls = not missing and not extra
+            if missing or extra:
+                problems.append(f"the script's tool calls differ from the sequential ones: "
+                                f"{len(missing)} missing, {len(extra)} extra "
+                                f"(first: {(missing or extra)[0][:160]})")
+        result.detail = "; ".join(problems)
+
+    def _full(self, c: Call) -> Call:
+        """The call with its schema's defaults filled in (a stub sends them explicitly)."""
+        try:
+            props = self.registry.get(c.tool).parameters.get("properties", {})
+        except Exception:
+            return c
+        defaults = {k: v["default"] for k, v in props.items()
+                    if isinstance(v, Mapping) and "default" in v}
+        return Call(c.tool, {**defaults, **c.args})
 
     def run_all(self, workflows: Iterable[Workflow]) -> list[WorkflowResult]:
         return [self.run(wf) for wf in workflows]
+
+
+def _checked(wf: Workflow, expected: Any, answer: Any) -> bool:
+    try:
+        return bool(wf.check(expected, answer))
+    except Exception:
+        return False
+
+
+def compare_calls(sequential: Sequence[Call], script: Sequence[Call],
+                  ) -> tuple[list[str], list[str]]:
+    """Calls the sequential way made that the script did not, and the other way round."""
+    a = Counter(call_key(c.tool, c.args) for c in sequential)
+    b = Counter(call_key(c.tool, c.args) for c in script)
+    return sorted((a - b).elements()), sorted((b - a).elements())
+
+
+def split_serial(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same transcript with one tool call per assistant message (the serial worst case)."""
+    out: list[dict[str, Any]] = []
+    results = {m["tool_call_id"]: m for m in messages if m.get("role") == "tool"}
+    for msg in messages:
+        if msg.get("role") == "tool":
+            continue
+        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+            for tc in msg["tool_calls"]:
+                out.append({**msg, "tool_calls": [tc]})
+                out.append(results[tc["id"]])
+        else:
+            out.append(msg)
+    return out
 
 
 def _short(value: Any) -> str:
@@ -211,7 +418,7 @@ def _short(value: Any) -> str:
 
 
 def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
-              encoding: str = "o200k_base",
+              encoding: str = "o200k_base", prefixes: Sequence[Prefix] = (MINIMAL, REALISTIC),
               progress: Callable[[WorkflowResult], None] | None = None,
               ) -> list[WorkflowResult]:
     """Run ``workflows`` both ways on fresh fixtures and a registry of the built-in tools.
@@ -230,7 +437,7 @@ def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
         cfg = (config or Config()).with_overrides(bench_overrides(fx))
         with ToolRegistry.with_builtins(cfg, plugins=False) as registry, \
                 Engine(cfg, registry):  # runs the registry's execute_code calls
-            runner = Runner(registry, fx, counter)
+            runner = Runner(registry, fx, counter, prefixes)
             for wf in workflows:
                 result = runner.run(wf)
                 out.append(result)

@@ -15,13 +15,17 @@ decide its next call from earlier results (see the built-in suite for examples).
       - {tool: read_file, args: {path: configs/a/config.yaml}}
       - [{tool: web_search, args: {query: database}}, {tool: web_search, args: {query: Go}}]
     answer: "[r['total_lines'] for r in results]"   # Python expression over `results`
+    expected: "[12, 12]"        # optional: the right answer, a Python expression over `fx`
+    answer_format: "[<lines>, ...]"   # optional: the shape, told to a live model
     script: |                   # the programmatic way; its last printed line is JSON
       from hermes_tools import read_file
       import json
       print(json.dumps([read_file(p)["total_lines"] for p in ["configs/a/config.yaml"]]))
 
 ``results`` in ``answer`` is the list of decoded tool results in call order; ``json``,
-``re`` and the helpers of :mod:`execengine.bench.helpers` are in scope. In ``calls``,
+``re`` and the helpers of :mod:`execengine.bench.helpers` are in scope. ``expected`` sees
+``fx`` (the :class:`~execengine.bench.fixtures.Fixtures`, its records in ``fx.truth``) and
+``json``; with it both ways are checked against it, without it against each other. In ``calls``,
 ``answer`` and ``script``, ``{base_url}`` becomes the local web's address and ``{root}`` the
 fixtures' directory (the working directory of both ways).
 """
@@ -45,7 +49,8 @@ from execengine.bench.workflow import FAMILIES, Call, Plan, Workflow, batches
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
 
-KEYS = {"name", "family", "task", "toolsets", "mutates", "calls", "answer", "script"}
+KEYS = {"name", "family", "task", "toolsets", "mutates", "calls", "answer", "script",
+        "expected", "answer_format"}
 REQUIRED = ("name", "family", "task", "calls", "answer", "script")
 
 
@@ -118,9 +123,14 @@ def from_mapping(doc: Any, where: str) -> Workflow:
         raise WorkflowError(f"{where}: family {doc['family']!r} is not one of "
                             f"{', '.join(FAMILIES)}")
     calls = _parse_calls(doc["calls"], where)
+    for key in ("expected", "answer_format"):
+        if key in doc and (not isinstance(doc[key], str) or not doc[key].strip()):
+            raise WorkflowError(f"{where}: {key!r} must be a non-empty string")
     try:
         compile(doc["answer"], f"{where}:answer", "eval")
         compile(doc["script"], f"{where}:script", "exec")
+        if "expected" in doc:
+            compile(doc["expected"], f"{where}:expected", "eval")
     except SyntaxError as exc:
         raise WorkflowError(f"{where}: {exc.filename} line {exc.lineno}: {exc.msg}") from exc
     toolsets = doc.get("toolsets", ["file", "terminal"])
@@ -140,7 +150,15 @@ def from_mapping(doc: Any, where: str) -> Workflow:
     def script(fx: Fixtures) -> str:
         return str(_fill(script_src, fx))
 
-    return Workflow(doc["name"], doc["family"], doc["task"], plan, script,
+    truth = None
+    if "expected" in doc:
+        expected_src: str = doc["expected"]
+
+        def truth(fx: Fixtures) -> Any:
+            return eval(_fill(expected_src, fx), {"fx": fx, "json": json})  # the user's file
+
+    return Workflow(doc["name"], doc["family"], doc["task"], plan, script, truth=truth,
+                    answer_format=str(doc.get("answer_format", "")),
                     toolsets=tuple(toolsets), mutates=bool(doc.get("mutates", False)),
                     source=where)
 

@@ -1,16 +1,20 @@
-"""What a benchmark workflow is: one task, described once, runnable two ways.
+"""What a benchmark workflow is: one task, described once, runnable two ways, with its answer.
 
 A :class:`Workflow` gives
 
 - ``plan(fx)``: the *sequential* agent, as a generator. It yields a batch of tool calls
-  (a list of :class:`Call`: the calls one assistant message makes; one call per batch is
-  the common case, several for parallel calls), receives the decoded results of that batch
-  (a list, in order: JSON results as dicts, other text as str), decides what to call next
-  from them like a model would, and finally returns its answer;
-- ``script(fx)``: the *programmatic* way, a Python script for ``execute_code`` doing the same
-  work with ``from hermes_tools import ...``; its last printed line is the answer as JSON;
-- ``check(sequential_answer, programmatic_answer)``: the equivalence check (default: equal
-  after a JSON round trip, so tuples and lists compare alike).
+  (a list of :class:`Call`: the calls one assistant message makes, every call that does not
+  depend on another one's result batched together as a model issuing parallel tool calls
+  does), receives the decoded results of that batch (a list, in order: JSON results as
+  dicts, other text as str), decides what to call next from them like a model would, and
+  finally returns its answer. The *serial* worst case makes the same calls one per message;
+- ``script(fx)``: the *programmatic* way, a self-contained Python script for
+  ``execute_code`` making the same tool calls with ``from hermes_tools import ...`` and
+  parsing their results with its own code; its last printed line is the answer as JSON;
+- ``truth(fx)``: the expected answer, computed from the generated records
+  (:attr:`Fixtures.truth`), never from what a tool returns;
+- ``check(expected, answer)``: the comparison (default: equal after a JSON round trip, so
+  tuples and lists compare alike).
 
 ``fx`` is the :class:`~execengine.bench.fixtures.Fixtures` the run uses. Paths in calls are
 relative to the fixtures' root, which is the task's working directory both ways.
@@ -28,7 +32,8 @@ from execengine.bench.errors import WorkflowError
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
 
-FAMILIES = ("data", "research", "refactor", "build")
+#: ``small``: tasks of 1-3 calls or one shell command, where execute_code is not worth it
+FAMILIES = ("data", "research", "refactor", "build", "small")
 
 Plan = Generator[list["Call"], list[Any], Any]
 
@@ -87,12 +92,23 @@ class Workflow:
     task: str
     plan: Callable[[Fixtures], Plan]
     script: Callable[[Fixtures], str]
+    #: the expected answer from the generated records (None: unchecked, user workflows only)
+    truth: Callable[[Fixtures], Any] | None = None
     check: Callable[[Any, Any], bool] = same_answer
+    #: the shape of the answer, told to a live model (``bench tokens --model``)
+    answer_format: str = ""
     toolsets: tuple[str, ...] = ("file", "terminal")
     #: the workflow edits ``proj/``: the runner restores it before each way
     mutates: bool = False
     #: where it came from (a file, for user workflows)
     source: str = ""
+
+    def task_for(self, fx: Fixtures) -> str:
+        """The task with the fixtures' names filled in (``{first_config}`` and the like)."""
+        text = self.task
+        for key, value in fx.task_vars().items():
+            text = text.replace("{" + key + "}", value)
+        return text
 
     def __post_init__(self) -> None:
         where = f" ({self.source})" if self.source else ""

@@ -18,8 +18,11 @@ def add_parser(sub: Any) -> None:
 
     t = bsub.add_parser("tokens", help="token savings of programmatic tool calling",
                         description="Run each workflow for real both ways (sequential tool "
-                        "calls, one execute_code call) on generated fixtures, check both reach "
-                        "the same answer, and count context tokens and round trips.")
+                        "calls, batched as a model issuing parallel calls; one execute_code "
+                        "call) on generated fixtures, check both answers against the expected "
+                        "one, and report context tokens, billed cost and round trips with "
+                        "bootstrap intervals. With --model, a live model does the tasks "
+                        "instead.")
     t.add_argument("--quick", action="store_true", help="one small workflow per family")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("--chart", metavar="PATH", help="also draw the chart to this PNG")
@@ -32,6 +35,37 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--encoding", default="o200k_base", choices=("o200k_base", "cl100k_base"),
                    help="tokenizer (both exact; default o200k_base)")
     t.add_argument("--list", action="store_true", help="list the workflows and exit")
+    t.add_argument("--prefix", default="realistic", choices=("realistic", "minimal"),
+                   help="what precedes the task: a real-sized system prompt and every tool of "
+                        "the session (default), or two sentences and the workflow's tools")
+    t.add_argument("--system-tokens", type=int, default=4000, metavar="N",
+                   help="size of the realistic system prompt (default 4000)")
+    t.add_argument("--baseline", default="batched", choices=("batched", "serial"),
+                   help="sequential agent to compare with: independent calls batched "
+                        "(default) or one call per message (worst case)")
+    t.add_argument("--price", metavar="SHEET", help="price sheet for costs (default: the "
+                   "prices file's default; see --prices)")
+    t.add_argument("--prices", metavar="FILE", help="a prices file of the shape of "
+                   "execengine/bench/prices.yaml")
+    t.add_argument("--cache", default="warm", choices=("warm", "cold", "off"),
+                   help="prompt cache for costs (default warm)")
+    t.add_argument("--readme", metavar="PATH",
+                   help="also rewrite the figures block of this README")
+    live = t.add_argument_group("live model (--model)")
+    live.add_argument("--model", metavar="URL/NAME",
+                      help="run the tasks with a real model: an OpenAI-compatible or Anthropic "
+                           "endpoint and model name, e.g. https://api.openai.com/v1/gpt-4.1")
+    live.add_argument("--api", choices=("auto", "openai", "anthropic"), default="auto",
+                      help="API shape (default: anthropic for api.anthropic.com, else openai)")
+    live.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the "
+                      "key (default OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    live.add_argument("--runs", type=int, default=3, metavar="N",
+                      help="runs per task and mode (default 3)")
+    live.add_argument("--modes", default="tools,code", metavar="LIST",
+                      help="tools (its own tool calls), code (execute_code offered too); "
+                           "default both")
+    live.add_argument("--max-turns", type=int, default=40, metavar="N",
+                      help="model calls allowed per run (default 40)")
     t.set_defaults(func=run_tokens)
 
     from execengine.bench.speed import SUITES
@@ -65,7 +99,8 @@ def _workflows(args: argparse.Namespace) -> list[Any]:
 
 def run_tokens(args: argparse.Namespace) -> int:
     from execengine.bench import report
-    from execengine.bench.runner import run_suite
+    from execengine.bench.cost import load_prices
+    from execengine.bench.runner import MINIMAL, Prefix, run_suite
     from execengine.cli._common import config_from, table
 
     workflows = _workflows(args)
@@ -73,16 +108,28 @@ def run_tokens(args: argparse.Namespace) -> int:
         print(table([[w.name, w.family, w.task[:70]] for w in workflows],
                     ["WORKFLOW", "FAMILY", "TASK"]))
         return 0
+    prices = load_prices(args.prices)
+    prices.sheet(args.price)  # a bad name fails before anything runs
+    if args.model:
+        from execengine.bench.live.run import run_live_cli
+
+        return run_live_cli(args, workflows, prices)
+    realistic = Prefix("realistic", system_tokens=args.system_tokens, session_tools=True)
 
     def progress(r: Any) -> None:
         if not args.json:
-            print(f"  {r.name:32} {r.sequential.tool_calls:4} calls  saved "
-                  f"{report.pct(r.savings):>6}  {'same answer' if r.agree else 'DIFFERENT'}",
-                  file=sys.stderr, flush=True)
+            print(f"  {r.name:32} {r.sequential.tool_calls:4} calls  context saved "
+                  f"{report.pct(r.savings(args.prefix, args.baseline)):>6}  "
+                  f"{'right' if r.agree else 'WRONG'}", file=sys.stderr, flush=True)
 
     results = run_suite(workflows, config=config_from(args), encoding=args.encoding,
-                        progress=progress)
-    summary = report.summarize(results, encoding=args.encoding)
+                        prefixes=(MINIMAL, realistic), progress=progress)
+    summary = report.summarize(results, prices=prices, sheet=args.price, cache=args.cache,
+                               prefix=args.prefix, baseline=args.baseline,
+                               encoding=args.encoding)
+    if args.readme:
+        report.update_readme(args.readme, summary)
+        print(f"figures written to {args.readme}", file=sys.stderr)
     if args.out:
         Path(args.out).write_text(report.to_json(summary) + "\n", encoding="utf-8")
     if args.chart:

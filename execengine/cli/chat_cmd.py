@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from execengine.cli._common import config_from, print_json, registry_from
+
+if TYPE_CHECKING:
+    from execengine.context import CallContext
 
 
 def add_parser(sub: Any) -> None:
@@ -27,6 +30,18 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the whole result (answer, tool calls, messages) as JSON")
     p.set_defaults(func=run_chat)
+
+
+def _terminal_approver(config: Any) -> CallContext | None:
+    """On a terminal, dangerous commands and unconfined scripts are asked about there (the
+    question on stderr, the answer from stdin); otherwise the approval policy decides."""
+    if not sys.stdin.isatty():
+        return None
+    from execengine.approval import PromptApprover
+    from execengine.context import CallContext
+
+    return CallContext(approver=PromptApprover(sys.stdin, sys.stderr,
+                                               timeout=config.approvals.timeout))
 
 
 def run_chat(args: argparse.Namespace) -> int:
@@ -58,7 +73,7 @@ def run_chat(args: argparse.Namespace) -> int:
             result = run_conversation(
                 args.prompt, registry=registry, model=client, toolsets=toolsets,
                 system_prompt=args.system, max_iterations=args.max_iterations,
-                on_turn=progress,
+                on_turn=progress, context=_terminal_approver(config),
             )
     ok = result.stop_reason in ("answer", "budget")
     if args.json:

@@ -6,6 +6,10 @@ the disk; past it, the stream is written to a spill file whose path the result r
 whole output, or, past ``spill_limit`` bytes, its first ``spill_limit`` bytes (the result
 and the marker say which). :func:`clean_text` turns the bytes into text for the
 model: invalid UTF-8 replaced, ANSI escape sequences removed, secret-looking values redacted.
+
+The truncation marker reads as the reference system's does, in characters
+(``... [OUTPUT TRUNCATED - 582,112 chars omitted out of 630,034 total] ...``), followed by
+where the full output is and exactly what that file holds.
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ def clean_text(data: bytes) -> str:
     return redact(strip_ansi(data.decode("utf-8", "replace")))
 
 
+_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+def char_count(data: bytes) -> int:
+    """Characters in UTF-8 ``data``: every byte that does not continue a sequence."""
+    return len(data.translate(None, _CONTINUATION))
+
+
 @dataclass(frozen=True)
 class Captured:
     text: str
@@ -76,11 +88,13 @@ class OutputCapture:
         self._tail = bytearray()
         self._all = bytearray()  # everything, while it fits the limit
         self.total = 0
+        self.total_chars = 0
         self._spill_enabled = spill
         self._spill_dir = spill_dir
         self._spill_limit = spill_limit
         self._spill_fd: int | None = None
         self._spilled = 0
+        self._spill_error: str | None = None
         self.spill_path: str | None = None
         self._name = name
 
@@ -89,6 +103,7 @@ class OutputCapture:
             return
         before = self.total
         self.total += len(data)
+        self.total_chars += char_count(data)
         if self.total <= self.limit:
             self._all += data
         else:
@@ -127,7 +142,8 @@ class OutputCapture:
         chunk = data[:room]
         try:
             os.write(self._spill_fd, chunk)
-        except OSError:  # disk full: keep what is in memory, stop spilling
+        except OSError as exc:  # disk full: keep what is in memory, stop spilling
+            self._spill_error = exc.strerror or type(exc).__name__
             self.close()
             return
         self._spilled += len(chunk)
@@ -143,19 +159,28 @@ class OutputCapture:
         if self.total <= self.limit:
             data = bytes(self._all)
             return Captured(clean_text(data), self.total, self.total, False)
-        omitted = self.total - len(self._head) - len(self._tail)
         if not marker:
-            marker = (f"\n\n... [{self._name} truncated: {omitted:,} of {self.total:,} bytes "
-                      "omitted" + self._spill_note() + "] ...\n\n")
+            marker = self.marker()
         head = clean_text(bytes(self._head))
         tail = clean_text(bytes(self._tail))
         return Captured(head + marker + tail, self.total, len(self._head) + len(self._tail),
                         True, self.spill_path, self._spilled if self.spill_path else 0)
 
-    def _spill_note(self) -> str:
-        if not self.spill_path:
-            return ""
-        if self._spilled == self.total:
-            return f"; full output in {self.spill_path}"
-        return (f"; the first {self._spilled:,} bytes of the output (not its end) in "
-                f"{self.spill_path}")
+    def marker(self) -> str:
+        """What stands between head and tail: the reference's wording and units, then (for a
+        spilled stream) the spill file and exactly what it holds."""
+        kept = char_count(bytes(self._head)) + char_count(bytes(self._tail))
+        what = "OUTPUT" if self._name == "stdout" else self._name.upper()
+        text = (f"\n\n... [{what} TRUNCATED - {self.total_chars - kept:,} chars omitted out "
+                f"of {self.total_chars:,} total] ...\n")
+        raw = f"the script's raw {self._name}"
+        if self.spill_path and self._spilled == self.total:
+            text += (f"[full output: {self.spill_path} holds all {self.total:,} bytes of {raw}, "
+                     "before ANSI stripping and secret redaction]\n")
+        elif self.spill_path:
+            why = (f"writing stopped: {self._spill_error}" if self._spill_error
+                   else f"spill files are capped at {self._spill_limit:,} bytes")
+            text += (f"[spill file: {self.spill_path} holds only the first {self._spilled:,} "
+                     f"of {self.total:,} bytes of {raw} (not its end; {why}), before ANSI "
+                     "stripping and secret redaction]\n")
+        return text + "\n"

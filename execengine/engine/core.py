@@ -29,12 +29,14 @@ from execengine.engine.capture import OutputCapture
 from execengine.engine.interpreter import choose
 from execengine.engine.result import (
     INTERRUPTED,
+    TIMEOUT_MARK,
     ExecutionResult,
     exit_message,
     hint_for,
     no_code_result,
     no_hello_message,
     timeout_message,
+    with_stderr,
 )
 from execengine.engine.spill import prune, spill_dir
 from execengine.engine.staging import (
@@ -218,6 +220,9 @@ class Engine:
                         "EXECENGINE_EXEC_ID": exec_id,
                         "EXECENGINE_WATCHDOG_FD": str(watch_r),
                         "EXECENGINE_RUN_TOKEN": run_token,
+                        # the reference system's names, for scripts and helpers reading them
+                        "HERMES_RPC_SOCKET": channel.socket_path,
+                        "HERMES_RPC_TOKEN": token,
                     })
                 spec = LaunchSpec(
                     argv=[interpreter, "-c", BOOTSTRAP_ENTRY, staging.script_path],
@@ -239,7 +244,7 @@ class Engine:
         code_ = outcome.exit_code
         if outcome.reason == "timeout":
             status, error = "timeout", timeout_message(limit)
-            text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + error
+            text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + TIMEOUT_MARK + error
         elif outcome.reason == "interrupted":
             status, error = "interrupted", INTERRUPTED
             text = (text.rstrip("\n") + "\n" if text.strip() else "") + INTERRUPTED
@@ -248,6 +253,7 @@ class Engine:
         elif code_ != 0:
             status = "error"
             error = err.text.strip() or exit_message(code_ if code_ is not None else -1)
+            text = with_stderr(text, err.text)
         result = ExecutionResult(
             status=status,  # type: ignore[arg-type]
             output=text, stderr=err.text, exit_code=code_, tool_calls_made=calls,

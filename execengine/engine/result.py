@@ -18,6 +18,9 @@ Status = Literal["success", "error", "timeout", "interrupted"]
 
 NO_CODE = "No code provided."
 INTERRUPTED = "[execution interrupted — user sent a new message]"
+#: before the timeout message where it ends ``output``
+TIMEOUT_MARK = "⏰ "
+STDERR_HEADER = "\n\n--- stderr ---\n"
 
 
 def timeout_message(seconds: float) -> str:
@@ -26,6 +29,12 @@ def timeout_message(seconds: float) -> str:
 
 def exit_message(code: int) -> str:
     return f"Script exited with code {code}"
+
+
+def with_stderr(output: str, stderr: str) -> str:
+    """A failed script's output with its stderr (the traceback) after it, so a host that
+    shows only ``output`` still shows why it failed."""
+    return output + STDERR_HEADER + stderr.strip("\n") if stderr.strip() else output
 
 
 def no_hello_message(seconds: float) -> str:
@@ -54,6 +63,9 @@ class ExecutionResult:
     full_output_complete: bool = True
     full_output_bytes: int = 0
     hint: str | None = None
+    #: set when nothing started: "approval" (the whole-script gate) or "hook" (a
+    #: ``pre_tool_call`` hook); the reason is in ``error``
+    refused_by: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -89,6 +101,8 @@ class ExecutionResult:
             out["stderr_truncated"] = True
         if self.hint:
             out["hint"] = self.hint
+        if self.refused_by:
+            out["refused_by"] = self.refused_by
         return out
 
     def to_json(self) -> str:
@@ -98,6 +112,11 @@ class ExecutionResult:
 
 def no_code_result() -> ExecutionResult:
     return ExecutionResult("error", error=NO_CODE)
+
+
+def refused_result(message: str, by: str) -> ExecutionResult:
+    """Nothing started: the approval gate or a ``pre_tool_call`` hook said no."""
+    return ExecutionResult("error", error=message, refused_by=by)
 
 
 _NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")

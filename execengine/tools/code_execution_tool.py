@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
 from execengine.engine.allowed import allowed_tools
+from execengine.engine.result import no_code_result, refused_result
 from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
 
 specs = ToolSpecs()
@@ -43,6 +45,21 @@ MODE_TEXT = {
 }
 
 
+#: what each script-callable tool returns, told to the model so its scripts can rely on it
+RESULT_SHAPES = {
+    "read_file": '{"content": "     1|first line\\n     2|...", "total_lines", "truncated"} '
+                 '(each line numbered "N|")',
+    "write_file": '{"path", "bytes_written", "lines", "created"}',
+    "patch": '{"success", "replacements", "diff"} or {"success": false, "error"}',
+    "search_files": '{"matches": [{"path", "line", "content"}], "total_count", "truncated"}; '
+                    'target="files": {"files": [path, ...], ...}',
+    "terminal": '{"output", "exit_code"}',
+    "web_search": '{"data": {"web": [{"url", "title", "description"}]}}',
+    "web_extract": '{"results": [{"url", "title", "content"} or {"url", "error"}]} '
+                   '(up to 20 URLs a call)',
+}
+
+
 def _first_line(text: str) -> str:
     line = text.strip().split("\n", 1)[0]
     end = line.find(". ")
@@ -61,7 +78,9 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         "is {\"error\": ...}):",
     ]
     for name in names:
-        lines.append(f"- {name}: {_first_line(registry.get(name).description)}")
+        shape = RESULT_SHAPES.get(name)
+        lines.append(f"- {name}: {_first_line(registry.get(name).description)}"
+                     + (f" Returns {shape}." if shape else ""))
     lines += [
         "Helpers in hermes_tools: json_parse(text), shell_quote(s), "
         "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "
@@ -126,14 +145,21 @@ NO_ENGINE = ("execute_code is unavailable: no Engine is attached to this tool re
 def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     if ctx.origin == "execute_code":
         return '{"error": "execute_code cannot be called from a script"}'
+    code = str(args.get("code") or "")
+    if not code.strip():
+        return no_code_result().to_json()
     engine = ctx.registry.engine
     if engine is None:
         return json.dumps({"status": "error", "error": NO_ENGINE})
     call = ctx.call
-    if not engine.allowed_tools(call.enabled_toolsets, call.enabled_tools):
+    names = engine.allowed_tools(call.enabled_toolsets, call.enabled_tools)
+    if not names:
         return json.dumps({"status": "error", "error": unavailable_reason(ctx.registry)})
+    verdict = approve(code, ctx, ScriptScope(engine.launcher.level, tuple(names)))
+    if not verdict.allowed:
+        return refused_result(verdict.message, "approval").to_json()
     result = engine.execute(
-        str(args.get("code") or ""),
+        code,
         task_id=call.task_id,
         cwd=call.cwd,
         enabled_toolsets=call.enabled_toolsets,
@@ -144,5 +170,21 @@ def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
     return result.to_json()
 
 
+def approve(code: str, ctx: ToolContext, scope: ScriptScope) -> ScriptVerdict:
+    """The whole-script gate (:mod:`execengine.approval.script`) with this call's approver,
+    classifier and session; an "always" answer is added to approvals.command_allowlist."""
+    from execengine.approval.gate import APPROVALS, ApprovalState, _persist
+
+    return check_script(
+        code, scope, ctx.config.approvals, ctx.service(APPROVALS, ApprovalState),
+        session=ctx.task_key, origin=ctx.origin, approver=ctx.call.approver,
+        classifier=ctx.call.classifier, persist=lambda key: _persist(ctx, (key,)))
+
+
+def refused(message: str) -> str:
+    """A ``pre_tool_call`` hook's refusal, as an execute_code result (nothing started)."""
+    return refused_result(message, "hook").to_json()
+
+
 specs.register("execute_code", "code_execution", SCHEMA, execute_code,
-               schema_patch=patch_schema, emoji="🐍")
+               schema_patch=patch_schema, emoji="🐍", refusal=refused)

@@ -89,3 +89,70 @@ def test_chat_as_a_subprocess_uses_the_key_from_the_environment(chat_server, con
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "Done.\n"
     assert chat_server.headers[0]["Authorization"] == "Bearer sk-env"
+
+
+def _chat_on_a_terminal(chat_server, tmp_path: Path, answer: bytes) -> tuple[str, str]:
+    """``execengine chat`` with a pty as stdin, at isolation level none (so the script is
+    not confined and the whole-script gate asks); returns (stdout, stderr)."""
+    import pty
+    import select
+    import time
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"agent:\n  memory_file: {tmp_path / 'memory.json'}\n"
+                   "code_execution:\n  isolation: none\n  kill_grace: 0.5\n")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "execengine", "--config", str(cfg), "chat", "go",
+         "--base-url", chat_server.base_url, "--model", "m", "--toolsets",
+         "code_execution,file"],
+        stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "EXECENGINE_TEST_KEY": "k"})
+    os.close(slave)
+    err = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"[d]eny: " not in err:
+            left = deadline - time.monotonic()
+            assert left > 0, err.decode()
+            ready, _, _ = select.select([proc.stderr], [], [], left)
+            if ready:
+                chunk = os.read(proc.stderr.fileno(), 4096)  # type: ignore[union-attr]
+                assert chunk, err.decode()
+                err += chunk
+        os.write(master, answer)
+        out, rest = proc.communicate(timeout=30)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return out.decode(), (err + rest).decode()
+
+
+SECRET_SCRIPT = "API_KEY = 'sk-abcdefghijklmnop1234'\nprint('from script')\n"
+
+
+def test_chat_on_a_terminal_asks_before_an_unconfined_script(chat_server, tmp_path):
+    chat_server.play(reply(None, call("execute_code", {"code": SECRET_SCRIPT}, "x")),
+                     reply("Done."))
+    out, err = _chat_on_a_terminal(chat_server, tmp_path, b"o\n")
+    assert out == "Done.\n"
+    # the person is shown the script, redacted
+    assert "execute_code wants to run this Python script" in err
+    assert "    API_KEY = '[REDACTED]'\n    print('from script')\n" in err
+    assert "sk-abcdefghijklmnop1234" not in err
+    tool_msg = chat_server.requests[1]["messages"][-1]
+    result = json.loads(tool_msg["content"])
+    assert result["status"] == "success" and result["output"] == "from script\n"
+
+
+def test_chat_on_a_terminal_denied_script_never_runs(chat_server, tmp_path):
+    chat_server.play(reply(None, call("execute_code", {"code": SECRET_SCRIPT}, "x")),
+                     reply("Understood."))
+    out, _ = _chat_on_a_terminal(chat_server, tmp_path, b"d\n")
+    assert out == "Understood.\n"
+    result = json.loads(chat_server.requests[1]["messages"][-1]["content"])
+    assert result["status"] == "error" and result["refused_by"] == "approval"
+    assert result["error"].startswith("BLOCKED: the user denied this execute_code script.")
+    assert result["output"] == ""

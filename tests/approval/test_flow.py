@@ -120,7 +120,8 @@ def test_prompt_approver_over_a_real_pipe() -> None:
         assert answer.decision is Decision.SESSION
         assert "Not understood: 'what'" in out.getvalue() and DANGER in out.getvalue()
         win.close()
-        assert PromptApprover(rin, out, timeout=5).decide(REQ).decision is Decision.DENY
+        closed = PromptApprover(rin, out, timeout=5).decide(REQ)
+        assert closed.decision is Decision.DENY and not closed.timed_out
 
 
 def test_prompt_approver_on_a_pty_times_out_then_answers() -> None:
@@ -129,7 +130,8 @@ def test_prompt_approver_on_a_pty_times_out_then_answers() -> None:
         with os.fdopen(os.dup(slave), "r") as tty_in:
             out = io.StringIO()
             denied = PromptApprover(tty_in, out, timeout=0.2).decide(REQ)
-            assert denied.decision is Decision.DENY and "timed out" in denied.reason
+            assert denied.decision is Decision.DENY and denied.timed_out
+            assert denied.reason == "no answer within 0.2s"
             os.write(master, b"a\n")
             assert PromptApprover(tty_in, out, timeout=5).decide(REQ).decision is \
                 Decision.ALWAYS
@@ -154,13 +156,13 @@ def test_callback_approver_relays_and_times_out() -> None:
         return "once"
 
     answer = CallbackApprover(silent, timeout=0.1).decide(REQ)
-    assert answer is not None and answer.decision is Decision.DENY
+    assert answer is not None and answer.decision is Decision.DENY and answer.timed_out
 
     async def weird(request: ApprovalRequest) -> str:
         return "perhaps"
 
     answer = CallbackApprover(weird).decide(REQ)
-    assert answer is not None and answer.decision is Decision.DENY
+    assert answer is not None and answer.decision is Decision.DENY and not answer.timed_out
 
 
 def test_always_persists_and_preserves_the_file(tmp_path: Path) -> None:

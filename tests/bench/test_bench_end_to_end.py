@@ -1,15 +1,18 @@
-"""Two built-in workflows (and a few made-up ones) run for real both ways."""
+"""Built-in workflows (and a few made-up ones) run for real both ways, checked against the
+expected answers computed from the generated records."""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterator
 
 import pytest
 
+from execengine.bench import helpers
 from execengine.bench.fixtures import Fixtures
-from execengine.bench.runner import Runner, bench_overrides
-from execengine.bench.suite import by_name
+from execengine.bench.runner import MINIMAL, REALISTIC, Runner, bench_overrides, split_serial
+from execengine.bench.suite import WORKFLOWS, by_name
 from execengine.bench.tokens import TokenCounter
 from execengine.bench.workflow import Plan, Workflow, call
 from execengine.cli import main
@@ -39,9 +42,9 @@ def runner(fx: Fixtures) -> Iterator[Runner]:
 
 
 def _check_transcript(messages: list[dict]) -> None:
-    assert [m["role"] for m in messages[:2]] == ["system", "user"]
+    assert messages[0]["role"] == "user"
     pending: set[str] = set()
-    for m in messages[2:]:
+    for m in messages[1:]:
         if m["role"] == "assistant" and m.get("tool_calls"):
             assert not pending
             pending = {c["id"] for c in m["tool_calls"]}
@@ -50,36 +53,117 @@ def _check_transcript(messages: list[dict]) -> None:
     assert not pending and messages[-1]["role"] == "assistant"
 
 
-def test_data_workflow_both_ways(fx: Fixtures, runner: Runner) -> None:
+def test_every_builtin_workflow_has_an_expected_answer_and_a_shape() -> None:
+    assert len(WORKFLOWS) == 32 and len(by_name()) == 32
+    assert all(wf.truth is not None and wf.answer_format for wf in WORKFLOWS)
+    assert sum(wf.family == "small" for wf in WORKFLOWS) == 8
+
+
+def test_data_workflow_batched_serial_and_programmatic(fx: Fixtures, runner: Runner) -> None:
     res = runner.run(by_name()["ports-by-region-4"])
     assert res.agree, res.detail
+    assert res.correct == {"batched": True, "programmatic": True, "serial": True}
     first = sorted(fx.truth.services, key=lambda s: s.name)[:4]
-    truth: dict[str, list[int]] = {}
-    for s in first:
-        truth.setdefault(s.region, []).append(s.port)
-    assert res.sequential.answer == {r: sorted(p) for r, p in sorted(truth.items())}
-    seq, prog = res.sequential, res.programmatic
-    assert seq.tool_calls == 5 and prog.inner_tool_calls == 5 and prog.tool_calls == 1
-    assert (seq.round_trips, prog.round_trips) == (6, 2)
-    _check_transcript(seq.messages)
-    _check_transcript(prog.messages)
-    # the accounting adds up: definitions + every message + the reply priming
+    assert res.programmatic.answer == res.expected
+    assert sorted(p for ps in res.expected.values() for p in ps) == sorted(s.port for s in first)
+    batched, serial, prog = (res.ways[w] for w in ("batched", "serial", "programmatic"))
+    # the listing, then the four reads in one message
+    assert batched.tool_calls == 5 and prog.inner_tool_calls == 5 and prog.tool_calls == 1
+    for name, trips in (("batched", 3), ("serial", 6), ("programmatic", 2)):
+        assert res.ways[name].figures["minimal"].round_trips == trips
+    for way in (batched, serial, prog):
+        _check_transcript(way.messages)
+    # call ids as long as a provider's
+    ids = [c["id"] for m in batched.messages for c in m.get("tool_calls") or ()]
+    assert all(len(i) == 29 and i.startswith("call_") for i in ids) and len(set(ids)) == 5
+    # the accounting adds up: definitions + system + every message + the reply priming
     c = runner.counter
-    for way in (seq, prog):
-        assert way.context_tokens == c.count_tools(way.tools) + c.count_messages(way.messages)
-        assert way.billed_tokens > way.context_tokens if way is seq else True
-    assert "execute_code" in {t["function"]["name"] for t in prog.tools}
-    assert "execute_code" not in {t["function"]["name"] for t in seq.tools}
-    assert seq.context_tokens > prog.context_tokens
+    for prefix in (MINIMAL, REALISTIC):
+        for name, way in res.ways.items():
+            tools = runner._tools(by_name()["ports-by-region-4"], prefix, name == "programmatic")
+            system = {"role": "system", "content": prefix.system_prompt(c)}
+            f = way.figures[prefix.name]
+            assert f.context_tokens == c.count_tools(tools) + c.count_messages(
+                [system, *way.messages])
+            assert f.requests[0][0] == f.prefix_tokens + c.count_message(way.messages[0])
+    # serial pays for more requests than batched; a realistic prefix is real-sized
+    assert serial.figures["minimal"].input_tokens > batched.figures["minimal"].input_tokens
+    assert 5000 < batched.figures["realistic"].prefix_tokens < 10000
+    assert res.savings("minimal") > res.savings("realistic") > 0
 
 
-def test_research_workflow_both_ways(fx: Fixtures, runner: Runner) -> None:
-    res = runner.run(by_name()["license-check-database-4"])
+def test_scripts_carry_only_what_they_use(fx: Fixtures) -> None:
+    for wf in WORKFLOWS:
+        tree = ast.parse(wf.script(fx))
+        loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        loaded |= {n.value.id for n in ast.walk(tree)
+                   if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        imported = {a.asname or a.name for n in tree.body
+                    if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        assert defined | imported <= loaded, (wf.name, (defined | imported) - loaded)
+        assert "prelude" not in wf.script(fx)
+
+
+def test_serial_split_keeps_calls_and_results() -> None:
+    msgs = [{"role": "user", "content": "t"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "tool", "tool_call_id": "b", "content": "2"},
+            {"role": "assistant", "content": "done"}]
+    out = split_serial(msgs)
+    assert [m["role"] for m in out] == ["user", "assistant", "tool", "assistant", "tool",
+                                        "assistant"]
+    assert [m["tool_calls"][0]["id"] for m in out if m.get("tool_calls")] == ["a", "b"]
+    assert [m["content"] for m in out if m["role"] == "tool"] == ["1", "2"]
+
+
+def test_research_workflow_extracts_many_urls_per_call(fx: Fixtures, runner: Runner) -> None:
+    res = runner.run(by_name()["license-check-plotting-6"])
     assert res.agree, res.detail
-    top = sorted((p for p in fx.truth.projects if p.topic == "database"),
-                 key=lambda p: -p.stars)[:4]
-    assert res.programmatic.answer == {p.title: p.license for p in top}
-    assert res.savings > 0
+    (_, extract) = res.sequential.calls
+    assert extract.tool == "web_extract" and len(extract.args["urls"]) == 6
+
+
+def test_a_corrupted_fixture_fails_both_ways(fx: Fixtures, runner: Runner) -> None:
+    wf = by_name()["ports-by-region-4"]
+    first = sorted(fx.truth.services, key=lambda s: s.name)[0]
+    path = fx.configs / first.name / f"config.{first.fmt}"
+    original = path.read_text()
+    path.write_text(original.replace(str(first.port), str(first.port + 1)))
+    try:
+        res = runner.run(wf)
+    finally:
+        path.write_text(original)
+    assert not res.agree
+    assert res.correct == {"batched": False, "programmatic": False, "serial": False}
+    assert "is not the expected" in res.detail
+
+
+def test_a_broken_shared_helper_fails_the_bench(runner: Runner,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def wrong(text: str) -> dict[str, str]:
+        found = real(text)
+        if "port" in found:
+            found["port"] = str(int(found["port"]) + 1)
+        return found
+
+    real = helpers.settings
+    monkeypatch.setattr("execengine.bench.suite.data.settings", wrong)
+    res = runner.run(by_name()["ports-by-region-4"])
+    assert not res.agree and res.correct["batched"] is False
+    assert res.correct["programmatic"] is True  # the script has its own parsing code
+
+
+def test_a_script_making_other_calls_fails(runner: Runner) -> None:
+    wf = by_name()["count-services"]
+    other = Workflow("count-other", "small", wf.task, wf.plan,
+                     lambda fx: ("from hermes_tools import terminal\n"
+                                 "print(len(terminal('ls configs')['output'].split()))\n"),
+                     truth=wf.truth)
+    res = runner.run(other)
+    assert res.correct["programmatic"] is True and not res.same_calls and not res.agree
+    assert "1 missing, 1 extra" in res.detail
 
 
 def _made_up(script: str, name: str = "made-up") -> Workflow:
@@ -89,11 +173,13 @@ def _made_up(script: str, name: str = "made-up") -> Workflow:
     return Workflow(name, "build", "Add one to 41.", plan, lambda fx: script)
 
 
-def test_equivalence_check_catches_a_different_answer(runner: Runner) -> None:
+def test_without_expected_answer_the_two_ways_are_compared(runner: Runner) -> None:
     ok = runner.run(_made_up("from hermes_tools import terminal\n"
                              "print(int(terminal('echo 41')['output']) + 1)\n"))
     assert ok.agree and ok.sequential.answer == 42 == ok.programmatic.answer
-    wrong = runner.run(_made_up("print(41)\n"))
+    assert ok.correct == {}
+    wrong = runner.run(_made_up("from hermes_tools import terminal\n"
+                                "terminal('echo 41')\nprint(41)\n"))
     assert not wrong.agree
     assert "answers differ: sequential 42 vs programmatic 41" in wrong.detail
 
@@ -106,11 +192,9 @@ def test_failing_script_is_reported_not_raised(runner: Runner) -> None:
 
 def test_refactor_leaves_the_project_as_generated(fx: Fixtures, runner: Runner) -> None:
     before = {p: p.read_text() for p in fx.proj.glob("shop/*.py")}
-    res = runner.run(by_name()["fix-failing-tests"])
+    res = runner.run(by_name()["rename-legacy-round"])
     assert res.agree, res.detail
-    assert res.sequential.answer["still_failing"] == []
-    assert sorted(res.sequential.answer["fixed"]) == sorted(
-        "proj/" + p for p in fx.truth.failing_tests.values())
+    assert res.sequential.answer["remaining"] == 0 and res.sequential.answer["changed"]
     assert {p: p.read_text() for p in fx.proj.glob("shop/*.py")} == before
 
 
@@ -121,11 +205,16 @@ def test_cli_runs_a_user_yaml_workflow(tmp_path, capsys) -> None:
         "toolsets: [terminal]\n"
         "calls:\n  - {tool: terminal, args: {command: 'ls configs | wc -l'}}\n"
         "answer: int(results[0]['output'].strip())\n"
+        "expected: len(fx.truth.services)\n"
         "script: |\n  from hermes_tools import terminal\n"
         "  print(int(terminal('ls configs | wc -l')['output'].strip()))\n")
     rc = main(["bench", "tokens", "--workflow", str(wf), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0, out
     (row,) = out["workflows"]
-    assert row["workflow"] == "count-services" and row["agree"]
+    assert row["workflow"] == "count-services" and row["agree"] and row["checked"]
+    assert row["correct"] == {"batched": True, "programmatic": True, "serial": True}
     assert out["aggregate"]["workflows"] == 1 and out["encoding"] == "o200k_base"
+    assert out["prefix"] == "realistic" and out["baseline"] == "batched"
+    assert set(row["ways"]) == {"serial", "batched", "programmatic"}
+    assert out["prices"]["as_of"] and out["prices"]["cache"] == "warm"

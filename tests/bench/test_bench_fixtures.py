@@ -53,3 +53,21 @@ def test_same_seed_same_fixtures() -> None:
         assert a.truth.services == b.truth.services
         assert a.truth.projects == b.truth.projects
         assert a.truth.failing_tests == b.truth.failing_tests
+
+
+def test_no_filler_in_configs_and_no_doubled_paragraphs() -> None:
+    import re
+
+    from execengine.bench.fixtures import PROSE
+
+    with Fixtures(services=6, projects=4, modules=2) as fx:
+        for path in fx.configs.glob("*/config.*"):
+            text = path.read_text()
+            assert not any(p.strip()[:30] in text for p in PROSE), path
+        for p in fx.truth.projects:
+            _, page = _get(f"{fx.base_url}/pages/{p.slug}.html")
+            paragraphs = re.findall(r"<p>(.*?)</p>", page)
+            assert len(paragraphs) == len(set(paragraphs))
+            assert not any(para.count(para[:40]) > 1 for para in paragraphs)
+        assert sum(fx.truth.readme_words.values()) > 0
+        assert all(f[0] == "total" for f in fx.truth.functions.values())

@@ -97,3 +97,13 @@ def test_python_workflow_file(tmp_path: Path) -> None:
     empty = _write(tmp_path, "X = 1\n", "empty.py")
     with pytest.raises(WorkflowError, match="defines no Workflow"):
         userflows.load(empty)
+
+
+def test_yaml_expected_answer_and_shape(tmp_path: Path) -> None:
+    text = GOOD.replace("script: |", "expected: \"[fx.base_url]\"\nanswer_format: \"[<n>]\"\n"
+                        "script: |")
+    (wf,) = userflows.load(_write(tmp_path, text))
+    assert wf.truth is not None and wf.truth(FakeFx()) == ["http://127.0.0.1:9"]  # type: ignore[arg-type]
+    assert wf.answer_format == "[<n>]"
+    with pytest.raises(WorkflowError, match="expected line 1"):
+        userflows.load(_write(tmp_path, GOOD.replace("script: |", "expected: '[1,'\nscript: |")))

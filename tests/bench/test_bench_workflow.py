@@ -74,3 +74,18 @@ def test_helpers_parse_each_config_format() -> None:
         == ["a.py", "b.py"]
     assert search_paths({"files": ["z.py"]}) == ["z.py"]
     assert search_paths("error text") == []
+
+
+def test_execute_code_description_states_result_shapes() -> None:
+    from execengine.config import Config
+    from execengine.engine import Engine
+    from execengine.registry import ToolRegistry
+    from execengine.tools.code_execution_tool import RESULT_SHAPES
+
+    with ToolRegistry.with_builtins(Config(), plugins=False) as reg, Engine(Config(), reg):
+        (defn,) = [d for d in reg.get_tool_definitions(enabled_toolsets=["file", "terminal",
+                                                                         "code_execution"])
+                   if d["function"]["name"] == "execute_code"]
+    text = defn["function"]["description"]
+    assert "- terminal: Run a shell command" in text and RESULT_SHAPES["terminal"] in text
+    assert RESULT_SHAPES["read_file"] in text and "web_extract" not in text

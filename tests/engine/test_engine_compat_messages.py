@@ -38,7 +38,7 @@ def test_timeout_message_is_the_output_when_nothing_was_printed(engine):
     d = model_json(engine, "import time; time.sleep(30)", timeout=0.5)
     assert d["status"] == "timeout"
     assert d["error"] == "Script timed out after 0.5s and was killed."
-    assert d["output"] == "Script timed out after 0.5s and was killed."
+    assert d["output"] == "⏰ Script timed out after 0.5s and was killed."
 
 
 def test_interrupt_message(engine):
@@ -69,3 +69,35 @@ def test_tool_messages(make_engine):
         "Available: read_file, terminal, web_search",
     ]
     assert d["tool_calls_made"] == 1
+
+
+def test_failing_script_has_its_traceback_in_output_and_error(engine):
+    d = model_json(engine, "print('before')\nraise ValueError('boom')")
+    assert d["status"] == "error" and d["exit_code"] == 1
+    assert d["error"].startswith("Traceback (most recent call last):")
+    assert d["error"].endswith("ValueError: boom")
+    # the reference's layout: what was printed, then the stderr under a header
+    assert d["output"] == "before\n\n\n--- stderr ---\n" + d["error"]
+
+
+def test_failing_script_without_stderr_keeps_output(engine):
+    d = model_json(engine, "import sys\nprint('x')\nsys.exit(3)")
+    assert d["output"] == "x\n" and d["error"] == "Script exited with code 3"
+
+
+def test_timeout_output_ends_with_the_reference_line(engine):
+    d = model_json(engine, "import time\nprint('partial', flush=True)\ntime.sleep(30)",
+                   timeout=1)
+    assert d["output"].endswith("\n\n⏰ Script timed out after 1s and was killed.")
+    assert d["error"] == "Script timed out after 1s and was killed."
+
+
+def test_reference_rpc_variables_hold_the_same_values(engine):
+    d = model_json(engine, "\n".join([
+        "import os",
+        "print(os.environ['HERMES_RPC_SOCKET'] == os.environ['EXECENGINE_RPC_ENDPOINT'])",
+        "print(os.environ['HERMES_RPC_TOKEN'] == os.environ['EXECENGINE_RPC_TOKEN'])",
+        "print(len(os.environ['HERMES_RPC_TOKEN']), os.path.exists(",
+        "    os.environ['HERMES_RPC_SOCKET']))",
+    ]))
+    assert d["output"].split() == ["True", "True", "64", "True"]

@@ -38,8 +38,8 @@ def test_success_keeps_stderr_warnings(engine):
 def test_exception_is_error_with_traceback(engine):
     r = run(engine, "print('before')\nraise ValueError('nope')")
     assert r.status == "error" and r.exit_code == 1
-    assert r.output == "before\n"
     assert "ValueError: nope" in r.error and "bootstrap" not in r.error
+    assert r.output == "before\n" + "\n\n--- stderr ---\n" + r.error
 
 
 def test_nonzero_exit_without_stderr(engine):
@@ -66,7 +66,7 @@ def test_timeout_keeps_output_and_kills_sigterm_ignorer(engine):
     assert time.monotonic() - t0 < 1.0 + 0.5 + 3  # timeout + grace + sweep bound
     assert r.status == "timeout" and r.exit_code == -9
     assert r.error == "Script timed out after 1s and was killed."
-    assert r.output == "partial\n\nScript timed out after 1s and was killed."
+    assert r.output == "partial\n\n⏰ Script timed out after 1s and was killed."
 
 
 def test_interrupt_from_another_thread_escalates(engine):
@@ -305,7 +305,9 @@ def test_stdout_flood_binary_and_ansi(make_engine):
     assert r.stdout_truncated and r.stdout_bytes_total > 2_000_000
     assert r.output.startswith("HEAD-MARK red \ufffd\ufffd bad bytes")
     assert r.output.rstrip().endswith("TAIL-MARK")
-    assert f"{r.stdout_bytes_omitted:,} of {r.stdout_bytes_total:,} bytes omitted" in r.output
+    assert "... [OUTPUT TRUNCATED - " in r.output
+    assert (f"[full output: {r.full_output_path} holds all {r.stdout_bytes_total:,} bytes of "
+            "the script's raw stdout, before ANSI stripping and secret redaction]") in r.output
     assert "\x1b" not in r.output
     assert os.path.getsize(r.full_output_path) == r.stdout_bytes_total
     os.unlink(r.full_output_path)

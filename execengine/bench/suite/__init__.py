@@ -1,16 +1,17 @@
-"""The built-in workflows: six in each of the four families, 5 to 100 tool calls each."""
+"""The built-in workflows: six in each of the four families (5 to 100 tool calls each), and
+eight small ones (1-3 calls, or one shell command) where execute_code does not pay."""
 
 from __future__ import annotations
 
-from execengine.bench.suite import build, data, refactor, research
+from execengine.bench.suite import build, data, refactor, research, small
 from execengine.bench.workflow import Workflow
 
 #: every built-in workflow, by family then size
 WORKFLOWS: tuple[Workflow, ...] = (*data.WORKFLOWS, *research.WORKFLOWS, *refactor.WORKFLOWS,
-                                   *build.WORKFLOWS)
+                                   *build.WORKFLOWS, *small.WORKFLOWS)
 #: a small cross-section, one per family, for ``--quick``
 QUICK = ("ports-by-region-4", "license-check-database-4", "inventory-functions-5",
-         "diagnose-failures")
+         "diagnose-failures", "count-services")
 
 
 def by_name() -> dict[str, Workflow]:

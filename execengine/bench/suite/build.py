@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.helpers import failing_modules, prelude, unnumber
+from execengine.bench.helpers import failing_modules, unnumber
 from execengine.bench.workflow import Plan, Workflow, call
 
 if TYPE_CHECKING:
@@ -13,27 +13,30 @@ if TYPE_CHECKING:
 
 FAMILY = "build"
 TOOLSETS = ("file", "terminal")
-PRELUDE = prelude("patch", "read_file", "terminal")
 RUN_TESTS = "python3 -m unittest discover -s proj/tests -t proj 2>&1"
-TEST_FILES = "find proj/tests -name 'test_*.py' | sort"
+TEST_FILES = "find proj/tests -name 'test_*.py' | LC_ALL=C sort"
+ALL_FILES = "find proj -name '*.py' | LC_ALL=C sort"
 BUG = "sum(prices) * (1 + tax) - 1)"
 FIXED = "sum(prices) * (1 + tax))"
+BUGGY_LINE = "return round_money(sum(prices) * (1 + tax) - 1)  # off by one"
 
-_SCRIPT_HELPERS = """
-def source_of(test_module):
-    return "proj/shop/" + test_module.split(".")[-1][len("test_"):] + ".py"
+# How a script finds the failing test modules in unittest's output, and the module a test
+# exercises (its own code; a script carries only what it uses).
+SCRIPT_FAILING_ONLY = '''def failing(output):
+    return sorted(set(re.findall(r"^(?:FAIL|ERROR): \\w+ \\((tests\\.test_\\w+)\\.", output, re.M)))
 
-def run_one(test_path):
-    name = test_path.rsplit("/", 1)[-1]
-    return terminal("python3 -m unittest discover -s proj/tests -t proj -p " + name + " 2>&1")
-"""
+'''
+SCRIPT_FAILING = SCRIPT_FAILING_ONLY + '''def source_of(module):
+    return "proj/shop/" + module.split(".")[-1][len("test_"):] + ".py"
+
+'''
 
 
 def source_of(test_module: str) -> str:
     return "proj/shop/" + test_module.split(".")[-1][len("test_"):] + ".py"
 
 
-def _run_one(test_path: str) -> str:
+def run_one(test_path: str) -> str:
     name = test_path.rsplit("/", 1)[-1]
     return f"python3 -m unittest discover -s proj/tests -t proj -p {name} 2>&1"
 
@@ -42,164 +45,199 @@ def _out(result: Any) -> str:
     return str(result.get("output", ""))
 
 
+def _failing(fx: Fixtures) -> list[str]:
+    return sorted(fx.truth.failing_tests)
+
+
+def _name(test_module: str) -> str:
+    return test_module.split(".")[-1][len("test_"):]
+
+
 def diagnose() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (run,) = yield [call("terminal", command=RUN_TESTS)]
+        mods = failing_modules(_out(run))
+        sources = yield [call("read_file", path=source_of(m)) for m in mods]
         out = {}
-        for mod in failing_modules(_out(run)):
-            yield [call("read_file", path="proj/" + mod.replace(".", "/") + ".py")]
-            (src,) = yield [call("read_file", path=source_of(mod))]
+        for mod, src in zip(mods, sources, strict=True):
             lines = [ln.strip() for ln in unnumber(src["content"]).splitlines()]
             out[mod] = next(ln for ln in lines if ln.startswith("return round_money(sum("))
         return out
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + _SCRIPT_HELPERS + f"""
-out = {{}}
-for mod in failing_modules(terminal({RUN_TESTS!r})["output"]):
-    read_file("proj/" + mod.replace(".", "/") + ".py")
-    lines = [ln.strip() for ln in unnumber(read_file(source_of(mod))["content"]).splitlines()]
-    out[mod] = next(ln for ln in lines if ln.startswith("return round_money(sum("))
+        return "import json, re\nfrom hermes_tools import read_file, terminal\n" + \
+            SCRIPT_FAILING + f"""out = {{}}
+for mod in failing(terminal({RUN_TESTS!r})["output"]):
+    for line in read_file(source_of(mod))["content"].splitlines():
+        code = line.split("|", 1)[1].strip()
+        if code.startswith("return round_money(sum("):
+            out[mod] = code
+            break
 print(json.dumps(out))
 """
     return Workflow("diagnose-failures", FAMILY,
                     "Run the test suite and show the line computing the total in the module "
-                    "behind each failing test.", plan, script, toolsets=TOOLSETS)
+                    "behind each failing test.", plan, script, toolsets=TOOLSETS,
+                    truth=lambda fx: {m: BUGGY_LINE for m in _failing(fx)},
+                    answer_format='{"tests.test_<module>": "<the stripped source line>"}')
 
 
 def fix_failing() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (run,) = yield [call("terminal", command=RUN_TESTS)]
-        fixed = []
-        for mod in failing_modules(_out(run)):
-            yield [call("read_file", path=source_of(mod))]
-            (res,) = yield [call("patch", path=source_of(mod), old_string=BUG,
-                                 new_string=FIXED)]
-            if res.get("success"):
-                fixed.append(source_of(mod))
+        paths = [source_of(m) for m in failing_modules(_out(run))]
+        sources = yield [call("read_file", path=p) for p in paths]
+        todo = [p for p, s in zip(paths, sources, strict=True) if BUG in s["content"]]
+        results = yield [call("patch", path=p, old_string=BUG, new_string=FIXED) for p in todo]
+        fixed = [p for p, r in zip(todo, results, strict=True) if r.get("success")]
         (again,) = yield [call("terminal", command=RUN_TESTS)]
-        return {"fixed": fixed, "still_failing": failing_modules(_out(again))}
+        return {"fixed": sorted(fixed), "still_failing": failing_modules(_out(again))}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + _SCRIPT_HELPERS + f"""
-fixed = []
-for mod in failing_modules(terminal({RUN_TESTS!r})["output"]):
-    read_file(source_of(mod))
-    if patch(path=source_of(mod), old_string={BUG!r}, new_string={FIXED!r}).get("success"):
-        fixed.append(source_of(mod))
-again = failing_modules(terminal({RUN_TESTS!r})["output"])
+        return "import json, re\nfrom hermes_tools import patch, read_file, terminal\n" + \
+            SCRIPT_FAILING + f"""fixed = []
+for mod in failing(terminal({RUN_TESTS!r})["output"]):
+    path = source_of(mod)
+    if {BUG!r} in read_file(path)["content"]:
+        if patch(path=path, old_string={BUG!r}, new_string={FIXED!r}).get("success"):
+            fixed.append(path)
+again = failing(terminal({RUN_TESTS!r})["output"])
 print(json.dumps({{"fixed": fixed, "still_failing": again}}))
 """
     return Workflow("fix-failing-tests", FAMILY,
                     "Run the tests, fix the off-by-one in each failing module, run them again.",
-                    plan, script, toolsets=TOOLSETS, mutates=True)
+                    plan, script, toolsets=TOOLSETS, mutates=True,
+                    truth=lambda fx: {"fixed": sorted("proj/" + p for p in
+                                                      fx.truth.failing_tests.values()),
+                                      "still_failing": []},
+                    answer_format='{"fixed": ["proj/shop/<module>.py", ...] sorted, '
+                                  '"still_failing": ["tests.test_<module>", ...]}')
 
 
 def per_module_tests() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (files,) = yield [call("terminal", command=TEST_FILES)]
-        failing = []
-        for path in _out(files).split():
-            (run,) = yield [call("terminal", command=_run_one(path))]
-            failing += failing_modules(_out(run))
-        return sorted(failing)
+        runs = yield [call("terminal", command=run_one(p)) for p in _out(files).split()]
+        return sorted(m for r in runs for m in failing_modules(_out(r)))
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + _SCRIPT_HELPERS + f"""
-failing = []
+        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING_ONLY + \
+            f"""found = []
 for path in terminal({TEST_FILES!r})["output"].split():
-    failing += failing_modules(run_one(path)["output"])
-print(json.dumps(sorted(failing)))
+    name = path.rsplit("/", 1)[-1]
+    found += failing(terminal("python3 -m unittest discover -s proj/tests -t proj -p "
+                              + name + " 2>&1")["output"])
+print(json.dumps(sorted(found)))
 """
     return Workflow("per-module-tests", FAMILY,
                     "Run each test module on its own and list the ones that fail.",
-                    plan, script, toolsets=TOOLSETS)
+                    plan, script, toolsets=TOOLSETS, truth=_failing,
+                    answer_format='["tests.test_<module>", ...] sorted')
+
+
+def _all_files(fx: Fixtures) -> int:
+    # shop/__init__, shop/money, tests/__init__, and a module and its test per module
+    return 3 + 2 * len(fx.truth.functions)
 
 
 def compile_all() -> Workflow:
-    listing = "find proj -name '*.py' | sort"
-
     def plan(fx: Fixtures) -> Plan:
-        (files,) = yield [call("terminal", command=listing)]
-        bad = []
+        (files,) = yield [call("terminal", command=ALL_FILES)]
         paths = _out(files).split()
-        for path in paths:
-            (res,) = yield [call("terminal", command=f"python3 -m py_compile {path} 2>&1")]
-            if res.get("exit_code") not in (0, None):
-                bad.append(path)
+        results = yield [call("terminal", command=f"python3 -m py_compile {p} 2>&1")
+                         for p in paths]
+        bad = [p for p, r in zip(paths, results, strict=True)
+               if r.get("exit_code") not in (0, None)]
         return {"checked": len(paths), "broken": bad}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + f"""
-paths = terminal({listing!r})["output"].split()
-bad = [p for p in paths
-       if terminal("python3 -m py_compile " + p + " 2>&1").get("exit_code") not in (0, None)]
+        return f"""import json
+from hermes_tools import terminal
+paths = terminal({ALL_FILES!r})["output"].split()
+bad = [p for p in paths if terminal("python3 -m py_compile " + p + " 2>&1")["exit_code"] != 0]
 print(json.dumps({{"checked": len(paths), "broken": bad}}))
 """
     return Workflow("compile-all", FAMILY, "Byte-compile every Python file and list failures.",
-                    plan, script, toolsets=TOOLSETS)
+                    plan, script, toolsets=TOOLSETS,
+                    truth=lambda fx: {"checked": _all_files(fx), "broken": []},
+                    answer_format='{"checked": <files>, "broken": ["<path>", ...]}')
 
 
 def failure_context() -> Workflow:
-    """For each failing module: its test, its source, and which tests import it."""
+    """For each failing module: how many functions its source defines, which tests import it."""
     def plan(fx: Fixtures) -> Plan:
         (run,) = yield [call("terminal", command=RUN_TESTS)]
+        mods = failing_modules(_out(run))
+        got = yield [c for m in mods for c in (
+            call("read_file", path=source_of(m)),
+            call("terminal", command=f"grep -rl 'shop.{_name(m)} ' proj/tests | LC_ALL=C sort"))]
         out = {}
-        for mod in failing_modules(_out(run)):
-            name = mod.split(".")[-1][len("test_"):]
-            yield [call("read_file", path="proj/" + mod.replace(".", "/") + ".py")]
-            (src,) = yield [call("read_file", path=source_of(mod))]
-            (users,) = yield [call("terminal",
-                                   command=f"grep -rl 'shop.{name} ' proj/tests | sort")]
+        for i, mod in enumerate(mods):
+            src, users = got[2 * i], got[2 * i + 1]
             funcs = re.findall(r"^def (\w+)", unnumber(src["content"]), re.M)
             out[mod] = {"functions": len(funcs), "importers": _out(users).split()}
         return out
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + _SCRIPT_HELPERS + f"""
-out = {{}}
-for mod in failing_modules(terminal({RUN_TESTS!r})["output"]):
+        return "import json, re\nfrom hermes_tools import read_file, terminal\n" + \
+            SCRIPT_FAILING + f"""out = {{}}
+for mod in failing(terminal({RUN_TESTS!r})["output"]):
     name = mod.split(".")[-1][len("test_"):]
-    read_file("proj/" + mod.replace(".", "/") + ".py")
-    src = unnumber(read_file(source_of(mod))["content"])
-    users = terminal("grep -rl 'shop." + name + " ' proj/tests | sort")["output"].split()
-    out[mod] = {{"functions": len(re.findall(r"^def (\\w+)", src, re.M)), "importers": users}}
+    src = read_file(source_of(mod))["content"]
+    users = terminal("grep -rl 'shop." + name + " ' proj/tests | LC_ALL=C sort")["output"]
+    out[mod] = {{"functions": len(re.findall(r"^ *\\d+\\|def ", src, re.M)),
+                "importers": users.split()}}
 print(json.dumps(out))
 """
+
+    def truth(fx: Fixtures) -> dict[str, Any]:
+        return {m: {"functions": len(fx.truth.functions[_name(m)]),
+                    "importers": [f"proj/tests/test_{_name(m)}.py"]} for m in _failing(fx)}
+
     return Workflow("failure-context", FAMILY,
                     "For each failing test module: how many functions its source defines and "
-                    "which test files import it.", plan, script, toolsets=TOOLSETS)
+                    "which test files import it.", plan, script, toolsets=TOOLSETS, truth=truth,
+                    answer_format='{"tests.test_<module>": {"functions": <count>, '
+                                  '"importers": ["proj/tests/<file>.py", ...]}}')
 
 
 def fix_loop() -> Workflow:
-    """Module by module: run its tests; when they fail read, patch, run again."""
+    """Run every test module; read, patch and re-run the failing ones (each step one batch)."""
     def plan(fx: Fixtures) -> Plan:
         (files,) = yield [call("terminal", command=TEST_FILES)]
-        fixed = []
-        for path in _out(files).split():
-            (run,) = yield [call("terminal", command=_run_one(path))]
-            for mod in failing_modules(_out(run)):
-                yield [call("read_file", path=source_of(mod))]
-                yield [call("patch", path=source_of(mod), old_string=BUG, new_string=FIXED)]
-                (again,) = yield [call("terminal", command=_run_one(path))]
-                if not failing_modules(_out(again)):
-                    fixed.append(mod)
-        return fixed
+        tests = _out(files).split()
+        runs = yield [call("terminal", command=run_one(p)) for p in tests]
+        failing = [(p, m) for p, r in zip(tests, runs, strict=True)
+                   for m in failing_modules(_out(r))]
+        sources = yield [call("read_file", path=source_of(m)) for _, m in failing]
+        todo = [(p, m) for (p, m), s in zip(failing, sources, strict=True)
+                if BUG in s["content"]]
+        yield [call("patch", path=source_of(m), old_string=BUG, new_string=FIXED)
+               for _, m in todo]
+        again = yield [call("terminal", command=run_one(p)) for p, _ in todo]
+        return sorted(m for (_, m), r in zip(todo, again, strict=True)
+                      if not failing_modules(_out(r)))
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + _SCRIPT_HELPERS + f"""
+        return "import json, re\nfrom hermes_tools import patch, read_file, terminal\n" + \
+            SCRIPT_FAILING + f"""def run(path):
+    name = path.rsplit("/", 1)[-1]
+    return terminal("python3 -m unittest discover -s proj/tests -t proj -p " + name
+                    + " 2>&1")["output"]
+
 fixed = []
 for path in terminal({TEST_FILES!r})["output"].split():
-    for mod in failing_modules(run_one(path)["output"]):
-        read_file(source_of(mod))
-        patch(path=source_of(mod), old_string={BUG!r}, new_string={FIXED!r})
-        if not failing_modules(run_one(path)["output"]):
-            fixed.append(mod)
-print(json.dumps(fixed))
+    for mod in failing(run(path)):
+        if {BUG!r} in read_file(source_of(mod))["content"]:
+            patch(path=source_of(mod), old_string={BUG!r}, new_string={FIXED!r})
+            if not failing(run(path)):
+                fixed.append(mod)
+print(json.dumps(sorted(fixed)))
 """
     return Workflow("fix-loop", FAMILY,
                     "Go through the test modules one by one, fixing each failing one until it "
-                    "passes.", plan, script, toolsets=TOOLSETS, mutates=True)
+                    "passes.", plan, script, toolsets=TOOLSETS, mutates=True, truth=_failing,
+                    answer_format='["tests.test_<module>", ...] fixed, sorted')
 
 
 WORKFLOWS = [

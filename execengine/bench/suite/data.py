@@ -2,168 +2,197 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.helpers import prelude, settings, unnumber
+from execengine.bench.helpers import settings, unnumber
 from execengine.bench.workflow import Plan, Workflow, call
 
 if TYPE_CHECKING:
-    from execengine.bench.fixtures import Fixtures
+    from execengine.bench.fixtures import Fixtures, Service
 
-LIST_CMD = "find configs -name 'config.*' | sort"
+LIST_CMD = "find configs -name 'config.*' | LC_ALL=C sort"
+DEBUG_CMD = "grep -rlE 'log_level.{0,4}debug' configs | LC_ALL=C sort"
 FAMILY = "data"
 
+# What every script starts with: reading a config's settings whatever its format. A model
+# writes this itself; it shares no code with the sequential plans or the expected answers.
+SCRIPT_HEAD = '''import json, re
+from hermes_tools import read_file, terminal
 
-def _config_paths(result: Any) -> list[str]:
+def config(path):
+    text = "\\n".join(ln.split("|", 1)[1] for ln in read_file(path)["content"].splitlines())
+    if path.endswith(".json"):
+        return json.loads(text)["service"]
+    return dict(re.findall(r"^[ \\t]*(\\w+)[ \\t]*[:=][ \\t]*(\\S+)", text, re.M))
+
+'''
+LISTING = f"paths = terminal({LIST_CMD!r})['output'].split()\n"
+
+
+def _paths(result: Any) -> list[str]:
     return [p for p in str(result.get("output", "")).split() if p.startswith("configs/")]
 
 
-def _read_all(paths: list[str], batch: int) -> Plan:
-    """Read ``paths`` in batches of parallel calls; returns the settings of each, in order."""
-    found: list[dict[str, str]] = []
-    for i in range(0, len(paths), batch):
-        chunk = paths[i:i + batch]
-        results = yield [call("read_file", path=p) for p in chunk]
-        found += [settings(unnumber(r.get("content", ""))) for r in results]
-    return found
+def _read_all(paths: list[str]) -> Plan:
+    """Read ``paths`` in one batch of parallel calls; the settings of each, in order."""
+    results = yield [call("read_file", path=p) for p in paths]
+    return [settings(unnumber(r.get("content", ""))) for r in results]
 
 
 def _listing() -> Plan:
     (listing,) = yield [call("terminal", command=LIST_CMD)]
-    return _config_paths(listing)
+    return _paths(listing)
 
 
-def _script_listing() -> str:
-    return (f"listing = terminal({LIST_CMD!r})\n"
-            "paths = [p for p in listing['output'].split() if p.startswith('configs/')]\n")
+def _first(fx: Fixtures, n: int | None = None) -> list[Service]:
+    return sorted(fx.truth.services, key=lambda s: s.name)[:n]
 
 
-def ports_by_region(n: int, batch: int = 1) -> Workflow:
+def _ports_by_region(services: Sequence[Service]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for s in services:
+        out.setdefault(s.region, []).append(s.port)
+    return {r: sorted(p) for r, p in sorted(out.items())}
+
+
+def ports_by_region(n: int) -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         paths = (yield from _listing())[:n]
-        cfgs = yield from _read_all(paths, batch)
+        cfgs = yield from _read_all(paths)
         out: dict[str, list[int]] = {}
         for s in cfgs:
             out.setdefault(s["region"], []).append(int(s["port"]))
         return {r: sorted(p) for r, p in sorted(out.items())}
 
     def script(fx: Fixtures) -> str:
-        return prelude("read_file", "terminal") + _script_listing() + f"""
-out = {{}}
+        return SCRIPT_HEAD + LISTING + f"""out = {{}}
 for p in paths[:{n}]:
-    s = settings(unnumber(read_file(p)["content"]))
-    out.setdefault(s["region"], []).append(int(s["port"]))
-print(json.dumps({{r: sorted(v) for r, v in sorted(out.items())}}))
+    c = config(p)
+    out.setdefault(c["region"], []).append(int(c["port"]))
+print(json.dumps({{r: sorted(v) for r, v in out.items()}}))
 """
     return Workflow(f"ports-by-region-{n}", FAMILY,
                     f"List the ports of the first {n} services under configs/ (sorted by path), "
-                    "grouped by region.", plan, script)
+                    "grouped by region.", plan, script,
+                    truth=lambda fx: _ports_by_region(_first(fx, n)),
+                    answer_format='{"<region>": [<port>, ...]} with each list ascending')
 
 
-def replicas_per_team(batch: int) -> Workflow:
+def replicas_per_team() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         paths = yield from _listing()
-        cfgs = yield from _read_all(paths, batch)
+        cfgs = yield from _read_all(paths)
         out: dict[str, int] = {}
         for s in cfgs:
             out[s["owner"]] = out.get(s["owner"], 0) + int(s["replicas"])
         return dict(sorted(out.items()))
 
     def script(fx: Fixtures) -> str:
-        return prelude("read_file", "terminal") + _script_listing() + """
-out = {}
+        return SCRIPT_HEAD + LISTING + """out = {}
 for p in paths:
-    s = settings(unnumber(read_file(p)["content"]))
-    out[s["owner"]] = out.get(s["owner"], 0) + int(s["replicas"])
-print(json.dumps(dict(sorted(out.items()))))
+    c = config(p)
+    out[c["owner"]] = out.get(c["owner"], 0) + int(c["replicas"])
+print(json.dumps(out))
 """
-    return Workflow(f"replicas-per-team-b{batch}", FAMILY,
+
+    def truth(fx: Fixtures) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in fx.truth.services:
+            out[s.owner] = out.get(s.owner, 0) + s.replicas
+        return out
+
+    return Workflow("replicas-per-team", FAMILY,
                     "Total replicas per owning team across every service config under configs/.",
-                    plan, script)
+                    plan, script, truth=truth, answer_format='{"<team>": <total replicas>}')
 
 
 def debug_services() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
-        (hits,) = yield [call("terminal",
-                              command="grep -rlE 'log_level.{0,4}debug' configs | sort")]
-        paths = [p for p in str(hits.get("output", "")).split() if p.startswith("configs/")]
-        cfgs = yield from _read_all(paths, 1)
+        (hits,) = yield [call("terminal", command=DEBUG_CMD)]
+        cfgs = yield from _read_all(_paths(hits))
         return sorted([s["name"], s["owner"]] for s in cfgs)
 
     def script(fx: Fixtures) -> str:
-        return prelude("read_file", "terminal") + """
-hits = terminal("grep -rlE 'log_level.{0,4}debug' configs | sort")
-paths = [p for p in hits["output"].split() if p.startswith("configs/")]
-rows = []
-for p in paths:
-    s = settings(unnumber(read_file(p)["content"]))
-    rows.append([s["name"], s["owner"]])
+        return SCRIPT_HEAD + f"""rows = []
+for p in terminal({DEBUG_CMD!r})["output"].split():
+    c = config(p)
+    rows.append([c["name"], c["owner"]])
 print(json.dumps(sorted(rows)))
 """
     return Workflow("debug-services", FAMILY,
-                    "Which services log at debug level, and which team owns each?", plan, script)
+                    "Which services log at debug level, and which team owns each?", plan, script,
+                    truth=lambda fx: sorted([s.name, s.owner] for s in fx.truth.services
+                                            if s.log_level == "debug"),
+                    answer_format='[["<service>", "<team>"], ...] sorted by service name')
 
 
 def slow_timeouts(n: int) -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         paths = (yield from _listing())[:n]
-        cfgs = yield from _read_all(paths, 1)
+        cfgs = yield from _read_all(paths)
         return sorted([s["name"], int(s["timeout"])] for s in cfgs if int(s["timeout"]) >= 30)
 
     def script(fx: Fixtures) -> str:
-        return prelude("read_file", "terminal") + _script_listing() + f"""
-rows = []
+        return SCRIPT_HEAD + LISTING + f"""rows = []
 for p in paths[:{n}]:
-    s = settings(unnumber(read_file(p)["content"]))
-    if int(s["timeout"]) >= 30:
-        rows.append([s["name"], int(s["timeout"])])
+    c = config(p)
+    if int(c["timeout"]) >= 30:
+        rows.append([c["name"], int(c["timeout"])])
 print(json.dumps(sorted(rows)))
 """
     return Workflow(f"slow-timeouts-{n}", FAMILY,
-                    f"Among the first {n} service configs, which have a timeout of 30 s or more?",
-                    plan, script)
+                    f"Among the first {n} service configs (sorted by path), which have a timeout "
+                    "of 30 s or more?", plan, script,
+                    truth=lambda fx: sorted([s.name, s.timeout] for s in _first(fx, n)
+                                            if s.timeout >= 30),
+                    answer_format='[["<service>", <timeout>], ...] sorted by service name')
 
 
 def docs_and_ports(n: int) -> Workflow:
-    """Per service: list its folder, read its config and its README (3 calls each)."""
+    """Per service: its config and its README, all read in one batch."""
     def plan(fx: Fixtures) -> Plan:
         paths = (yield from _listing())[:n]
+        readmes = [p.rsplit("/", 1)[0] + "/README.md" for p in paths]
+        results = yield [call("read_file", path=p) for p in [*paths, *readmes]]
         ports: dict[str, list[int]] = {}
         words: dict[str, int] = {}
-        for p in paths:
-            yield [call("terminal", command="ls " + p.rsplit("/", 1)[0])]
-            (cfg,) = yield [call("read_file", path=p)]
+        for cfg, doc in zip(results[:len(paths)], results[len(paths):], strict=True):
             s = settings(unnumber(cfg.get("content", "")))
             ports.setdefault(s["region"], []).append(int(s["port"]))
-            readme = p.rsplit("/", 1)[0] + "/README.md"
-            (doc,) = yield [call("read_file", path=readme)]
             words[s["owner"]] = words.get(s["owner"], 0) + len(
                 unnumber(doc.get("content", "")).split())
         return {"ports": {r: sorted(v) for r, v in sorted(ports.items())},
                 "readme_words": dict(sorted(words.items()))}
 
     def script(fx: Fixtures) -> str:
-        return prelude("read_file", "terminal") + _script_listing() + f"""
-ports, words = {{}}, {{}}
+        return SCRIPT_HEAD + LISTING + f"""ports, words = {{}}, {{}}
 for p in paths[:{n}]:
-    terminal("ls " + p.rsplit("/", 1)[0])
-    s = settings(unnumber(read_file(p)["content"]))
-    ports.setdefault(s["region"], []).append(int(s["port"]))
-    doc = unnumber(read_file(p.rsplit("/", 1)[0] + "/README.md")["content"])
-    words[s["owner"]] = words.get(s["owner"], 0) + len(doc.split())
-print(json.dumps({{"ports": {{r: sorted(v) for r, v in sorted(ports.items())}},
-                  "readme_words": dict(sorted(words.items()))}}))
+    c = config(p)
+    ports.setdefault(c["region"], []).append(int(c["port"]))
+    doc = read_file(p.rsplit("/", 1)[0] + "/README.md")["content"]
+    text = " ".join(ln.split("|", 1)[1] for ln in doc.splitlines())
+    words[c["owner"]] = words.get(c["owner"], 0) + len(text.split())
+print(json.dumps({{"ports": {{r: sorted(v) for r, v in ports.items()}}, "readme_words": words}}))
 """
+
+    def truth(fx: Fixtures) -> dict[str, Any]:
+        words: dict[str, int] = {}
+        for s in _first(fx, n):
+            words[s.owner] = words.get(s.owner, 0) + fx.truth.readme_words[s.name]
+        return {"ports": _ports_by_region(_first(fx, n)), "readme_words": words}
+
     return Workflow(f"docs-and-ports-{n}", FAMILY,
-                    f"For the first {n} services: ports per region, and README word counts "
-                    "per team.",
-                    plan, script)
+                    f"For the first {n} services (sorted by path): ports per region, and README "
+                    "word counts per team.", plan, script, truth=truth,
+                    answer_format='{"ports": {"<region>": [<port>, ...] ascending}, '
+                                  '"readme_words": {"<team>": <words>}}')
 
 
 WORKFLOWS = [
     ports_by_region(4),
     ports_by_region(20),
-    replicas_per_team(batch=10),
+    replicas_per_team(),
     debug_services(),
     slow_timeouts(30),
     docs_and_ports(33),

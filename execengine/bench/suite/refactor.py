@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.helpers import prelude, search_paths, unnumber
+from execengine.bench.helpers import search_paths, unnumber
 from execengine.bench.workflow import Plan, Workflow, call
 
 if TYPE_CHECKING:
@@ -13,195 +13,238 @@ if TYPE_CHECKING:
 
 FAMILY = "refactor"
 TOOLSETS = ("file", "terminal")
-PRELUDE = prelude("patch", "read_file", "search_files", "terminal")
-LEGACY_FILES = "grep -rl 'legacy_round(' proj/shop --include='*.py' | grep -v money.py | sort"
-FETCH_SITES = "grep -rn 'fetch_config(\"' proj/shop | sort"
-MODULES = "find proj/shop -name '*.py' | sort"
+LEGACY_FILES = ("grep -rl 'legacy_round(' proj/shop --include='*.py' | grep -v money.py "
+                "| LC_ALL=C sort")
+FETCH_SITES = "grep -rn 'fetch_config(\"' proj/shop | LC_ALL=C sort"
+MODULES = "find proj/shop -name '*.py' | LC_ALL=C sort"
+COUNT_LEFT = "grep -rc 'legacy_round(x' proj/shop | awk -F: '{s+=$2} END {print s}'"
+TESTS = "python3 -m unittest discover -s proj/tests -t proj 2>&1 | tail -n 1"
+MONEY_FUNCTIONS = ["round_money", "legacy_round", "fetch_config", "load_settings"]
 
 
 def _lines(result: Any) -> list[str]:
     return [ln for ln in str(result.get("output", "")).splitlines() if ln.strip()]
 
 
+def _text(result: Any) -> str:
+    return unnumber(str(result.get("content", "")))
+
+
+def _modules(fx: Fixtures) -> list[str]:
+    """Every module of proj/shop, as the sorted listing names them."""
+    return sorted(["proj/shop/__init__.py", "proj/shop/money.py",
+                   *(f"proj/shop/{name}.py" for name in fx.truth.functions)])
+
+
+def _functions(fx: Fixtures, path: str) -> list[str]:
+    name = path.rsplit("/", 1)[1][:-3]
+    if name == "money":
+        return MONEY_FUNCTIONS
+    return list(fx.truth.functions.get(name, []))
+
+
 def find_legacy_callers() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (hits,) = yield [call("terminal", command=LEGACY_FILES)]
-        out = {}
-        for path in _lines(hits):
-            (res,) = yield [call("read_file", path=path)]
-            out[path] = unnumber(res["content"]).count("legacy_round(x")
-        return out
+        paths = _lines(hits)
+        results = yield [call("read_file", path=p) for p in paths]
+        return {p: _text(r).count("legacy_round(x") for p, r in zip(paths, results, strict=True)}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + f"""
+        return f"""import json
+from hermes_tools import read_file, terminal
 out = {{}}
 for path in terminal({LEGACY_FILES!r})["output"].split():
-    out[path] = unnumber(read_file(path)["content"]).count("legacy_round(x")
+    out[path] = read_file(path)["content"].count("legacy_round(x")
 print(json.dumps(out))
 """
     return Workflow("find-legacy-callers", FAMILY,
                     "How many calls to the deprecated legacy_round does each module make?",
-                    plan, script, toolsets=TOOLSETS)
+                    plan, script, toolsets=TOOLSETS,
+                    truth=lambda fx: {"proj/" + p: n for p, n in fx.truth.legacy_calls.items()},
+                    answer_format='{"proj/shop/<module>.py": <calls>}')
 
 
 def rename_legacy_round() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (found,) = yield [call("search_files", pattern=r"legacy_round\(x", path="proj/shop",
                                limit=200)]
-        changed = []
-        for path in search_paths(found):
-            (res,) = yield [call("patch", path=path, old_string="legacy_round(x",
-                                 new_string="round_money(x", replace_all=True)]
-            if res.get("success"):
-                changed.append(path)
-        (check,) = yield [call("terminal", command="grep -rc 'legacy_round(x' proj/shop "
-                                                   "| awk -F: '{s+=$2} END {print s}'")]
+        paths = search_paths(found)
+        results = yield [call("patch", path=p, old_string="legacy_round(x",
+                              new_string="round_money(x", replace_all=True) for p in paths]
+        changed = [p for p, r in zip(paths, results, strict=True) if r.get("success")]
+        (check,) = yield [call("terminal", command=COUNT_LEFT)]
         return {"changed": sorted(changed), "remaining": int(_lines(check)[-1])}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + """
+        return f"""import json
+from hermes_tools import patch, search_files, terminal
+found = search_files(r"legacy_round\\(x", path="proj/shop", limit=200)["matches"]
 changed = []
-found = search_files(r"legacy_round\\(x", path="proj/shop", limit=200)
-for path in search_paths(found):
+for path in sorted({{m["path"] for m in found}}):
     if patch(path=path, old_string="legacy_round(x", new_string="round_money(x",
              replace_all=True).get("success"):
         changed.append(path)
-left = terminal("grep -rc 'legacy_round(x' proj/shop | awk -F: '{s+=$2} END {print s}'")
-print(json.dumps({"changed": sorted(changed), "remaining": int(left["output"].split()[-1])}))
+left = int(terminal({COUNT_LEFT!r})["output"])
+print(json.dumps({{"changed": changed, "remaining": left}}))
 """
     return Workflow("rename-legacy-round", FAMILY,
                     "Replace every call of legacy_round with round_money and verify none is left.",
-                    plan, script, toolsets=TOOLSETS, mutates=True)
+                    plan, script, toolsets=TOOLSETS, mutates=True,
+                    truth=lambda fx: {"changed": sorted("proj/" + p for p in fx.truth.legacy_calls),
+                                      "remaining": 0},
+                    answer_format='{"changed": ["proj/shop/<module>.py", ...] sorted, '
+                                  '"remaining": <calls left>}')
 
 
 def rename_fetch_config_each_site() -> Workflow:
-    """One patch per call site, reading the file first as a careful agent does."""
+    """Read each file first, as a careful agent does, then one patch per call site (the
+    k-th site of every file in the k-th batch: two patches of one file never run at once)."""
     def plan(fx: Fixtures) -> Plan:
         (hits,) = yield [call("terminal", command=FETCH_SITES)]
-        patched = 0
+        sites: dict[str, list[str]] = {}
         for line in _lines(hits):
             path, _, text = line.split(":", 2)
             site = re.search(r'fetch_config\("[^"]*"\)', text)
-            if not site:
-                continue
-            yield [call("read_file", path=path)]
-            old = site.group(0)
-            (res,) = yield [call("patch", path=path, old_string=old,
-                                 new_string=old.replace("fetch_config", "load_settings"))]
-            patched += bool(res.get("success"))
+            if site:
+                sites.setdefault(path, []).append(site.group(0))
+        files = list(sites)
+        texts = yield [call("read_file", path=p) for p in files]
+        todo = {p: [s for s in sites[p] if s in _text(t)]
+                for p, t in zip(files, texts, strict=True)}
+        patched = 0
+        for k in range(max((len(v) for v in todo.values()), default=0)):
+            batch = [(p, v[k]) for p, v in todo.items() if k < len(v)]
+            results = yield [call("patch", path=p, old_string=s,
+                                  new_string=s.replace("fetch_config", "load_settings"))
+                             for p, s in batch]
+            patched += sum(bool(r.get("success")) for r in results)
         (check,) = yield [call("terminal", command=FETCH_SITES)]
         return {"patched": patched, "remaining": len(_lines(check))}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + f"""
-patched = 0
+        return f"""import json, re
+from hermes_tools import patch, read_file, terminal
+sites = {{}}
 for line in terminal({FETCH_SITES!r})["output"].splitlines():
-    if not line.strip():
-        continue
-    path, _, text = line.split(":", 2)
-    site = re.search(r'fetch_config\\("[^"]*"\\)', text)
-    if not site:
-        continue
-    read_file(path)
-    old = site.group(0)
-    res = patch(path=path, old_string=old, new_string=old.replace("fetch_config", "load_settings"))
-    patched += bool(res.get("success"))
-left = [ln for ln in terminal({FETCH_SITES!r})["output"].splitlines() if ln.strip()]
+    path, _, text = line.partition(":")
+    for site in re.findall(r'fetch_config\\("[^"]*"\\)', text):
+        sites.setdefault(path, []).append(site)
+patched = 0
+for path, found in sites.items():
+    text = read_file(path)["content"]
+    for site in found:
+        if site in text:
+            res = patch(path=path, old_string=site,
+                        new_string=site.replace("fetch_config", "load_settings"))
+            patched += bool(res.get("success"))
+left = terminal({FETCH_SITES!r})["output"].split()
 print(json.dumps({{"patched": patched, "remaining": len(left)}}))
 """
     return Workflow("rename-fetch-config-sites", FAMILY,
                     "Replace each fetch_config(...) call site with load_settings(...), one "
-                    "site at a time, and verify.", plan, script, toolsets=TOOLSETS, mutates=True)
+                    "site at a time, and verify.", plan, script, toolsets=TOOLSETS, mutates=True,
+                    truth=lambda fx: {"patched": sum(fx.truth.fetch_calls.values()),
+                                      "remaining": 0},
+                    answer_format='{"patched": <sites patched>, "remaining": <sites left>}')
 
 
 def rename_all_and_test() -> Workflow:
-    tests = "python3 -m unittest discover -s proj/tests -t proj 2>&1 | tail -n 3"
-
     def plan(fx: Fixtures) -> Plan:
-        (legacy,) = yield [call("terminal", command=LEGACY_FILES)]
-        (fetch,) = yield [call("terminal", command=FETCH_SITES)]
+        legacy, fetch = yield [call("terminal", command=LEGACY_FILES),
+                               call("terminal", command=FETCH_SITES)]
         fetch_files = sorted({ln.split(":", 1)[0] for ln in _lines(fetch)})
         done = 0
-        for path in _lines(legacy):
-            (res,) = yield [call("patch", path=path, old_string="legacy_round(x",
-                                 new_string="round_money(x", replace_all=True)]
-            done += bool(res.get("success"))
-        for path in fetch_files:
-            (res,) = yield [call("patch", path=path, old_string='fetch_config("',
-                                 new_string='load_settings("', replace_all=True)]
-            done += bool(res.get("success"))
-        (run,) = yield [call("terminal", command=tests)]
+        # two patches of one file never run at once: the legacy ones, then the fetch ones
+        for paths, old, new in ((_lines(legacy), "legacy_round(x", "round_money(x"),
+                                (fetch_files, 'fetch_config("', 'load_settings("')):
+            results = yield [call("patch", path=p, old_string=old, new_string=new,
+                                  replace_all=True) for p in paths]
+            done += sum(bool(r.get("success")) for r in results)
+        (run,) = yield [call("terminal", command=TESTS)]
         return {"patches": done, "summary": _lines(run)[-1]}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + f"""
+        return f"""import json
+from hermes_tools import patch, terminal
+legacy = terminal({LEGACY_FILES!r})["output"].split()
+fetch = sorted({{ln.split(":")[0] for ln in terminal({FETCH_SITES!r})["output"].splitlines()}})
 done = 0
-for path in terminal({LEGACY_FILES!r})["output"].split():
+for path in legacy:
     done += bool(patch(path=path, old_string="legacy_round(x", new_string="round_money(x",
                        replace_all=True).get("success"))
-fetch = terminal({FETCH_SITES!r})["output"].splitlines()
-for path in sorted({{ln.split(":", 1)[0] for ln in fetch if ln.strip()}}):
+for path in fetch:
     done += bool(patch(path=path, old_string='fetch_config("', new_string='load_settings("',
                        replace_all=True).get("success"))
-run = [ln for ln in terminal({tests!r})["output"].splitlines() if ln.strip()]
-print(json.dumps({{"patches": done, "summary": run[-1]}}))
+summary = terminal({TESTS!r})["output"].strip()
+print(json.dumps({{"patches": done, "summary": summary}}))
 """
+
+    def truth(fx: Fixtures) -> dict[str, Any]:
+        # every buggy module fails both of its tests
+        return {"patches": len(fx.truth.legacy_calls) + len(fx.truth.fetch_calls),
+                "summary": f"FAILED (failures={2 * len(fx.truth.failing_tests)})"}
+
     return Workflow("rename-all-and-test", FAMILY,
                     "Move every module off legacy_round and fetch_config, then run the tests.",
-                    plan, script, toolsets=TOOLSETS, mutates=True)
+                    plan, script, toolsets=TOOLSETS, mutates=True, truth=truth,
+                    answer_format='{"patches": <files patched>, "summary": "<last line of the '
+                                  'unittest output>"}')
 
 
 def add_module_headers() -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (mods,) = yield [call("terminal", command=MODULES)]
-        done = []
-        for path in _lines(mods):
-            (head,) = yield [call("read_file", path=path, offset=1, limit=1)]
-            first = unnumber(head["content"]).strip()
-            if not first.endswith('."""'):
-                continue
-            (res,) = yield [call("patch", path=path, old_string=first,
-                                 new_string=first[:-3] + ' Owner: shop team."""')]
-            if res.get("success"):
-                done.append(path)
-        return done
+        paths = _lines(mods)
+        heads = yield [call("read_file", path=p, offset=1, limit=1) for p in paths]
+        todo = [(p, _text(h).strip()) for p, h in zip(paths, heads, strict=True)]
+        todo = [(p, first) for p, first in todo if first.endswith('."""')]
+        results = yield [call("patch", path=p, old_string=first,
+                              new_string=first[:-3] + ' Owner: shop team."""')
+                         for p, first in todo]
+        return [p for (p, _), r in zip(todo, results, strict=True) if r.get("success")]
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + f"""
+        return f"""import json
+from hermes_tools import patch, read_file, terminal
 done = []
 for path in terminal({MODULES!r})["output"].split():
-    first = unnumber(read_file(path, offset=1, limit=1)["content"]).strip()
-    if not first.endswith('.\"\"\"'):
-        continue
-    res = patch(path=path, old_string=first, new_string=first[:-3] + ' Owner: shop team.\"\"\"')
-    if res.get("success"):
-        done.append(path)
+    first = read_file(path, offset=1, limit=1)["content"].split("|", 1)[1].strip()
+    if first.endswith('.\"\"\"'):
+        res = patch(path=path, old_string=first,
+                    new_string=first[:-3] + ' Owner: shop team.\"\"\"')
+        if res.get("success"):
+            done.append(path)
 print(json.dumps(done))
 """
     return Workflow("add-module-headers", FAMILY,
                     "Add 'Owner: shop team.' to the docstring of every module in proj/shop.",
-                    plan, script, toolsets=TOOLSETS, mutates=True)
+                    plan, script, toolsets=TOOLSETS, mutates=True, truth=_modules,
+                    answer_format='["proj/shop/<module>.py", ...] in path order')
 
 
 def inventory_functions(n: int) -> Workflow:
     def plan(fx: Fixtures) -> Plan:
         (mods,) = yield [call("terminal", command=MODULES)]
-        out = {}
-        for path in _lines(mods)[:n]:
-            (res,) = yield [call("read_file", path=path)]
-            out[path] = re.findall(r"^def (\w+)", unnumber(res["content"]), re.M)
-        return out
+        paths = _lines(mods)[:n]
+        results = yield [call("read_file", path=p) for p in paths]
+        return {p: re.findall(r"^def (\w+)", _text(r), re.M)
+                for p, r in zip(paths, results, strict=True)}
 
     def script(fx: Fixtures) -> str:
-        return PRELUDE + f"""
+        return f"""import json, re
+from hermes_tools import read_file, terminal
 out = {{}}
 for path in terminal({MODULES!r})["output"].split()[:{n}]:
-    out[path] = re.findall(r"^def (\\w+)", unnumber(read_file(path)["content"]), re.M)
+    out[path] = re.findall(r"^ *\\d+\\|def (\\w+)", read_file(path)["content"], re.M)
 print(json.dumps(out))
 """
     return Workflow(f"inventory-functions-{n}", FAMILY,
-                    f"List the functions defined in the first {n} modules of proj/shop.",
-                    plan, script, toolsets=TOOLSETS)
+                    f"List the functions defined in the first {n} modules of proj/shop "
+                    "(sorted by path).", plan, script, toolsets=TOOLSETS,
+                    truth=lambda fx: {p: _functions(fx, p) for p in _modules(fx)[:n]},
+                    answer_format='{"proj/shop/<module>.py": ["<function>", ...] in source '
+                                  'order}')
 
 
 WORKFLOWS = [
