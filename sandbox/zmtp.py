@@ -24,6 +24,11 @@ import struct
 import threading
 import time
 
+TYPE_CHECKING = False  # no typing import at run time: the child starts fast
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 __all__ = ["PeerClosed", "PeerError", "ZmtpConnection", "ZmtpError", "connect"]
 
 FLAG_MORE = 0x01
@@ -77,7 +82,7 @@ def encode_command(name: bytes, data: bytes = b"") -> bytes:
     return encode_frame(bytes([len(name)]) + name + data, FLAG_COMMAND)
 
 
-def encode_properties(props: dict) -> bytes:
+def encode_properties(props: dict[bytes, bytes]) -> bytes:
     """Metadata as in READY: 1-byte name size, name, 4-byte value size, value."""
     out = []
     for name, value in props.items():
@@ -85,7 +90,7 @@ def encode_properties(props: dict) -> bytes:
     return b"".join(out)
 
 
-def decode_properties(data: bytes) -> dict:
+def decode_properties(data: bytes) -> dict[bytes, bytes]:
     """The inverse of :func:`encode_properties`; names are case-insensitive (lower-cased)."""
     props = {}
     pos = 0
@@ -106,7 +111,7 @@ def decode_properties(data: bytes) -> dict:
     return props
 
 
-def split_command(body: bytes) -> tuple:
+def split_command(body: bytes) -> tuple[bytes, bytes]:
     """``(name, data)`` of a command frame's body."""
     if not body or len(body) < 1 + body[0]:
         raise ZmtpError("malformed command frame")
@@ -130,7 +135,7 @@ class ZmtpConnection:
         #: negotiated minor version (0 = ZMTP 3.0, 1 = ZMTP 3.1)
         self.minor = 0
         #: the peer's READY metadata (lower-case names)
-        self.peer_properties = {}  # type: dict
+        self.peer_properties: dict[bytes, bytes] = {}
         self._ttl = None  # type: float | None
         self._timeout = None  # type: float | None
         #: PING commands answered so far
@@ -152,8 +157,9 @@ class ZmtpConnection:
             self.minor = 1 if major > 3 or minor >= 1 else 0
             mechanism = bytes(greeting[12:32]).rstrip(b"\x00")
             if mechanism != b"NULL":
-                name = mechanism.decode("ascii", "replace")
-                raise ZmtpError(f"peer wants security mechanism {name!r}; only NULL is supported")
+                wanted = mechanism.decode("ascii", "replace")
+                raise ZmtpError(f"peer wants security mechanism {wanted!r}; only NULL is "
+                                "supported")
             self._sendall(encode_command(b"READY", encode_properties({b"Socket-Type": b"DEALER"})))
             flags, body = self._read_frame()
             if not flags & FLAG_COMMAND:
@@ -213,7 +219,7 @@ class ZmtpConnection:
 
     # -- receiving ------------------------------------------------------------------------
 
-    def recv(self) -> list:
+    def recv(self) -> list[bytes]:
         """The next message as a list of frames; answers PINGs on the way. One reader only."""
         frames = []
         while True:
@@ -249,7 +255,7 @@ class ZmtpConnection:
             # RFC 37: unknown commands are ignored (forward compatibility)
             pass
 
-    def _read_frame(self) -> tuple:
+    def _read_frame(self) -> tuple[int, bytes]:
         head = self._read_exact(2)
         flags = head[0]
         if flags & _RESERVED:
@@ -262,7 +268,7 @@ class ZmtpConnection:
             raise ZmtpError(f"frame of {size} bytes exceeds the limit of {self._max_frame}")
         return flags, bytes(self._read_exact(size))
 
-    def _read_exact(self, n: int):
+    def _read_exact(self, n: int) -> bytearray:
         """Exactly ``n`` bytes (a bytearray/bytes), however the peer splits them."""
         buf = self._buf
         if len(buf) >= n:
@@ -288,20 +294,20 @@ class ZmtpConnection:
         return out
 
     def _recv(self, size: int) -> bytes:
-        chunk = self._recv_op(lambda: self._sock.recv(size))
+        chunk: bytes = self._recv_op(lambda: self._sock.recv(size))
         if not chunk:
             raise PeerClosed("peer closed the connection" if not self._closed
                              else self._close_reason)
         return chunk
 
-    def _recv_into(self, view) -> int:
-        got = self._recv_op(lambda: self._sock.recv_into(view))
+    def _recv_into(self, view: memoryview) -> int:
+        got: int = self._recv_op(lambda: self._sock.recv_into(view))
         if not got:
             raise PeerClosed("peer closed the connection" if not self._closed
                              else self._close_reason)
         return got
 
-    def _recv_op(self, op):
+    def _recv_op(self, op: Callable[[], Any]) -> Any:
         if self._closed:
             raise PeerClosed(self._close_reason)
         ttl = self._ttl

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from execengine._configload import default_config_path
 from execengine.approval.approver import (
     Answer,
     ApprovalRequest,
@@ -131,7 +132,6 @@ def check_command(command: str, ctx: ToolContext) -> Verdict:
 
 
 def _persist(ctx: ToolContext, descriptions: tuple[str, ...]) -> None:
-    from execengine._configload import default_config_path
 
     path = ctx.config.config_path() or default_config_path()
     for d in descriptions:

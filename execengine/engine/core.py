@@ -17,12 +17,13 @@ import socket
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from execengine.childenv import build_child_env
-from execengine.config import Config
+from execengine.config import MODES, Config, Mode
 from execengine.context import CallContext
 from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
@@ -48,18 +49,17 @@ from execengine.engine.staging import (
 )
 from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
-from execengine.errors import SandboxError, ToolError
+from execengine.errors import ConfigError, SandboxError, ToolError
 from execengine.hostdirs import sweep
+from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
 from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
+from execengine.rpc.memory import MemoryServer
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 log = logging.getLogger(__name__)
-
-MODES = ("project", "strict")
-
 
 def clean_leftovers(config: Config) -> None:
     """Remove what killed hosts left behind (their staging, socket and runtime directories)
@@ -78,7 +78,12 @@ class Engine:
     """Runs scripts. A context manager; :meth:`close` is idempotent."""
 
     def __init__(self, config: Config | None = None, registry: ToolRegistry | None = None,
-                 launcher: Launcher | None = None) -> None:
+                 launcher: Launcher | None = None, *,
+                 server: RpcServer | MemoryServer | None = None) -> None:
+        """``launcher`` and ``server`` are seams: by default the level the config picks and
+        the socket RPC server; tests pass :class:`~execengine.launch.inprocess.
+        InProcessLauncher` and :class:`~execengine.rpc.memory.MemoryServer`. The engine
+        closes what it is given."""
         self.config = config or (registry.config if registry is not None else Config())
         self._own_registry = registry is None
         self.registry = registry if registry is not None else ToolRegistry.with_builtins(
@@ -90,20 +95,19 @@ class Engine:
         if launcher is None:
             # The level comes from code_execution.isolation (auto: the highest this host
             # supports; min_isolation turns a downgrade into IsolationError).
-            from execengine.isolation import make_launcher
 
             launcher = make_launcher(self.config)
         self.launcher = launcher
         clean_leftovers(self.config)
         self.runtime = Runtime()
-        self._server: RpcServer | None = None
+        self._server: RpcServer | MemoryServer | None = server
         self._lock = threading.Lock()
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
     @property
-    def server(self) -> RpcServer:
+    def server(self) -> RpcServer | MemoryServer:
         with self._lock:
             if self._closed:
                 raise SandboxError("the engine is closed")
@@ -134,7 +138,6 @@ class Engine:
     def __del__(self) -> None:
         # a finalizer only warns: closing (server thread, spawner, runtime dir) is close()'s
         if not getattr(self, "_closed", True):
-            import warnings
 
             warnings.warn("Engine was not closed (use `with Engine(...)` or close())",
                           ResourceWarning, stacklevel=1)
@@ -166,7 +169,7 @@ class Engine:
         tools: Iterable[str] | None = None,
         interrupt: threading.Event | None = None,
         timeout: float | None = None,
-        mode: str | None = None,
+        mode: Mode | None = None,
         context: CallContext | None = None,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
@@ -182,8 +185,8 @@ class Engine:
         ce = self.config.code_execution
         mode = mode or ce.mode
         if mode not in MODES:
-            log.warning("unknown code_execution mode %r; using 'project'", mode)
-            mode = "project"
+            raise ConfigError(f"unknown mode {mode!r}; expected one of "
+                              f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
         limit = float(timeout if timeout is not None else ce.timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))

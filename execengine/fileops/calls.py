@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.workdirs import task_cwd
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from execengine.errors import FileOpError
 from execengine.fileops import udiff, v4a
 from execengine.fileops.commit import Change, commit_all
 from execengine.fileops.diffs import unified
-from execengine.fileops.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.fileops.textio import read_text
 

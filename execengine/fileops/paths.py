@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 
 if TYPE_CHECKING:
     from execengine.config import Config

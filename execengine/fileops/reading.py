@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.textio import SNIFF_BYTES, looks_binary
 
 MAX_LINE_CHARS = 2000

@@ -14,7 +14,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 
 #: how much of a file :func:`looks_binary` inspects
 SNIFF_BYTES = 8192

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from execengine.isolation import entry
+from execengine.isolation import entry, seccomp
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_MSG = 1 << 20
@@ -448,8 +448,6 @@ def main(argv: list[str]) -> int:
     # load libseccomp now: forked children must not import anything once they have
     # pivoted or dropped privileges (the interpreter's site-packages may be out of reach)
     with contextlib.suppress(ImportError, OSError):
-        from execengine.isolation import seccomp
-
         seccomp.load_module()
         seccomp.compiled(False)  # both filters, compiled once (see seccomp.compiled)
         seccomp.compiled(True)

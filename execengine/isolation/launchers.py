@@ -38,7 +38,7 @@ import time
 import uuid
 from typing import IO, Any
 
-from execengine.errors import SandboxError
+from execengine.errors import IsolationError, SandboxError
 from execengine.isolation import acl, cgroups, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import Rlimits, tasks_of_uid
@@ -46,6 +46,7 @@ from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
+from execengine.launch.local import processes_with_token
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +200,6 @@ class SandboxChild(Child):
             if self.returncode is None:
                 with contextlib.suppress(OSError):
                     os.killpg(self.pid, sig)
-            from execengine.launch.local import processes_with_token
 
             for proc in processes_with_token(self.run_token):
                 with contextlib.suppress(Exception):
@@ -275,7 +275,6 @@ class SandboxLauncher(Launcher):
                  warm: int = 1) -> None:
         self.report = report or detect()
         if not self.report.levels.get(self.level):
-            from execengine.errors import IsolationError
 
             raise IsolationError(f"isolation level {self.level!r} is not available here: "
                                  f"{self.report.reasons.get(self.level, 'unknown reason')}")
@@ -408,11 +407,11 @@ class SandboxLauncher(Launcher):
                 # with another size resizes it)
                 os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
                 warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
-            self.spawner.prepare(wid, warm)
+            pid = self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
             raise
-        return WarmEntry(wid, network, (slot, group))
+        return WarmEntry(wid, network, (slot, group), pid)
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources

@@ -16,13 +16,10 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from execengine.errors import TransportError
 from execengine.hostdirs import make_dir, owner_tag
-
-if TYPE_CHECKING:
-    from execengine.rpc.server import RpcServer
 
 #: ``handler(tool, args) -> result text``; must not raise (errors are JSON text)
 CallHandler = Callable[[str, dict[str, Any]], str]
@@ -66,12 +63,19 @@ def make_socket_dir(base: str | None = None) -> str:
     )
 
 
+class Transport(Protocol):
+    """What serves a channel: the socket server, or its in-memory twin."""
+
+    def release(self, channel: Channel) -> None:
+        """Stop serving ``channel`` (called once by :meth:`Channel.close`)."""
+
+
 class Channel:
     """The RPC state of one execution (thread-safe)."""
 
     def __init__(
         self,
-        server: RpcServer,
+        server: Transport,
         *,
         exec_id: str,
         token: str,
@@ -97,7 +101,6 @@ class Channel:
         self._running = 0  # calls of this execution on a host worker
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
-        self.denied_peers = 0
         #: times a client had to wait because the execution held its maximum of connections
         self.refused_connections = 0
 

@@ -45,13 +45,14 @@ import shutil
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 
 from execengine.errors import TransportError
 from execengine.rpc import protocol, zmtp
 from execengine.rpc.channel import CallHandler, Channel, make_socket_dir
 from execengine.rpc.connection import Connection
-from execengine.rpc.pool import WorkerPool
+from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +203,6 @@ class RpcServer:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and self._thread is not None:
-            import warnings
-
             warnings.warn("RpcServer was not closed", ResourceWarning, stacklevel=1)
 
     # -- plumbing --------------------------------------------------------------------
@@ -447,7 +446,6 @@ class RpcServer:
                                         self.max_message_bytes))
             return
         conn.authed = False
-        channel.denied_peers += 1
         why = ("bad credentials" if isinstance(msg, protocol.Hello)
                else "the first message must be a hello")
         conn.reply(protocol.denied(why))
@@ -522,14 +520,3 @@ class _CallJob:
         if not self.channel.closed:
             self.conn.reply(protocol.result(
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
-
-
-def busy_message(workers: int) -> str:
-    return (f"Tool call refused: all {workers} host worker threads for tool calls are held "
-            "by calls that never returned (see code_execution.max_tool_threads). "
-            "Try again later.")
-
-
-def waited_message(seconds: float) -> str:
-    return (f"Tool call refused: no host worker thread became free within {seconds:g} s "
-            "(see code_execution.max_tool_threads). Try again later.")

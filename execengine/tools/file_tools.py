@@ -11,13 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of, string_arg
 from execengine.fileops.reading import check_window, read_window
 from execengine.fileops.suggest import suggest_paths
 from execengine.fileops.textio import atomic_write
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of, string_arg
 from execengine.fileops.diffs import unified
@@ -19,7 +20,6 @@ from execengine.fileops.replace import replace
 from execengine.fileops.suggest import suggest_paths
 from execengine.fileops.textio import atomic_write, read_text
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 

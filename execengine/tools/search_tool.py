@@ -10,12 +10,12 @@ from typing import Any
 
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of
 from execengine.fileops.search import search
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 

@@ -16,9 +16,10 @@ from typing import Any
 from execengine.approval.gate import check_command
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
+from execengine.errors import TerminalError
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
-from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalError
+from execengine.terminal.backend import CommandResult, ProcessInfo
 from execengine.terminal.session import TERMINAL, TerminalService
 
 specs = ToolSpecs()

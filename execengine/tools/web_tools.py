@@ -15,10 +15,10 @@ from typing import Any
 
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
+from execengine.errors import WebError
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 from execengine.web.convert import convert
-from execengine.web.errors import WebError
 from execengine.web.fetch import Fetcher
 from execengine.web.providers import (
     MAX_RESULTS,
