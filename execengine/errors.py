@@ -29,6 +29,7 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     │   └── WorkflowError           a workflow is malformed, or its two runs disagree
     └── SandboxError                the execution engine itself failed (not the script)
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
+        │   └── ProtocolViolation   one peer broke ZMTP: only its connection is closed
         ├── HandshakeError          a helper process did not say it was ready, or said it wrongly
         └── IsolationError          a required isolation layer is not available here
 
@@ -198,6 +199,11 @@ class SandboxError(ExecEngineError):
 
 class TransportError(SandboxError):
     """The RPC transport between host and child failed."""
+
+
+class ProtocolViolation(TransportError):
+    """A peer broke ZMTP (bad greeting, framing or size); the server closes only that
+    connection. Raised by :mod:`execengine.rpc.zmtp`, caught by the server's loop."""
 
 
 class HandshakeError(SandboxError):
