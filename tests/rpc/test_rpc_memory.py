@@ -106,7 +106,7 @@ def test_calls_beyond_the_per_execution_cap_wait_their_turn(server):
         for i in range(5):
             peer.start_call(str(i), "echo", {"i": i})
         deadline = time.monotonic() + 5
-        while ch.running < 2:
+        while running[0] < 2:  # both handlers entered (slots are taken before that)
             assert time.monotonic() < deadline
             time.sleep(0.001)
         assert ch.running == 2 and ch.in_flight == 5  # 2 on workers, 3 waiting
