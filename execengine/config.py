@@ -135,6 +135,10 @@ class TerminalConfig(_Section):
     background_buffer_chars: int = option(
         200_000, "output kept per background process (ring buffer)", min=1024
     )
+    isolation: Literal["none", "auto", "restricted", "isolated"] = option(
+        "none", "sandbox for the agent's own terminal commands (commands from execute_code "
+        "scripts always run at the script's level): none, auto or a level",
+    )
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,41 @@ class FilesConfig(_Section):
 
 
 @dataclass(frozen=True)
+class PolicyConfig(_Section):
+    KEY = "policy"
+
+    writable_roots: tuple[str, ...] = option(
+        (), "folders script tool calls may write besides the working directory"
+    )
+    readable_roots: tuple[str, ...] = option(
+        ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64"),
+        "folders script tool calls may read besides the writable roots (world-readable "
+        "files only; files.denied_paths, the config file and credentials never)",
+    )
+    network: Literal["off", "allowlist", "on"] | None = option(
+        None, "network of scripts and their tool calls (default: on when "
+        "code_execution.network, else off)",
+    )
+    allowed_domains: tuple[str, ...] = option(
+        (), "network: allowlist: domains reachable (example.com, *.example.com, an IP)"
+    )
+    denied_domains: tuple[str, ...] = option(
+        (), "domains never reachable (wins over allowed_domains)"
+    )
+    tools_leave_roots: bool = option(
+        False, "let tool calls from scripts read and write outside the roots (unconfined)"
+    )
+    confine_at_none: bool = option(
+        False, "confine script tool calls at isolation level none too (the script itself "
+        "is not confined there)"
+    )
+    agent_calls: Literal["unconfined", "confined"] = option(
+        "unconfined", "the agent's own file tool calls: unconfined (path deny-list only) or "
+        "confined to the roots of its working directory",
+    )
+
+
+@dataclass(frozen=True)
 class PluginsConfig(_Section):
     KEY = "plugins"
 
@@ -267,6 +306,7 @@ class Config(_Section):
     toolsets: ToolsetsConfig = section(ToolsetsConfig, "which toolsets are offered")
     web: WebConfig = section(WebConfig, "web tools")
     files: FilesConfig = section(FilesConfig, "file tools")
+    policy: PolicyConfig = section(PolicyConfig, "what scripts and their tool calls reach")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
     #: the file this came from, ``None`` for defaults

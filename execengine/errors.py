@@ -14,10 +14,12 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     │   └── UnknownToolsetError     no toolset of that name (with suggestions)
     ├── TerminalError               the terminal backend cannot run anything
     ├── FileOpError                 a file tool cannot do what was asked
+    │   ├── PathEscapeError         a path leads out of the folder it must stay beneath
     │   └── PatternUnsupported      ripgrep cannot compile a pattern (the Python search takes over)
     ├── WebError                    a page or a search provider could not be used
     │   ├── InvalidURLError         not an http(s) URL, credentials in it, bad host or port
     │   ├── BlockedAddressError     the host resolves to an address the SSRF guard refuses
+    │   │   └── DomainRefusedError  the network allow-list refuses the host
     │   ├── FetchTimeoutError       no complete answer within ``web.timeout``
     │   ├── ConnectionFailedError   DNS, TCP or TLS failure, or the server broke the reply
     │   ├── RedirectError           too many redirects, a loop, or one we will not follow
@@ -133,6 +135,11 @@ class FileOpError(ExecEngineError):
         return {"error": self.message, **self.fields}
 
 
+
+class PathEscapeError(FileOpError):
+    """A path leads out of the folder it must stay beneath: an absolute or outside symlink,
+    ``..`` above it, a ``/proc/<pid>/fd``-style magic link (execengine.confine.beneath)."""
+
 class PatternUnsupported(FileOpError):
     """ripgrep cannot compile a pattern Python accepts; the Python backend takes over."""
 
@@ -147,6 +154,10 @@ class InvalidURLError(WebError):
 
 class BlockedAddressError(WebError):
     """The host resolves to a loopback, private, link-local or otherwise internal address."""
+
+
+class DomainRefusedError(BlockedAddressError):
+    """The execution's network allow-list refuses the host (see execengine.confine)."""
 
 
 class FetchTimeoutError(WebError):

@@ -449,8 +449,11 @@ def main(argv: list[str]) -> int:
     # pivoted or dropped privileges (the interpreter's site-packages may be out of reach)
     with contextlib.suppress(ImportError, OSError):
         seccomp.load_module()
-        seccomp.compiled(False)  # both filters, compiled once (see seccomp.compiled)
-        seccomp.compiled(True)
+        # every filter, compiled once (see seccomp.compiled; the arguments exactly as
+        # entry.exec_workload passes them: they are the cache key)
+        seccomp.compiled(False, False)
+        seccomp.compiled(True, False)
+        seccomp.compiled(False, True)  # the allow-list proxy's variant
     with sock:
         Server(sock).serve()
     return 0

@@ -69,6 +69,9 @@ class Transport(Protocol):
     def release(self, channel: Channel) -> None:
         """Stop serving ``channel`` (called once by :meth:`Channel.close`)."""
 
+    def expect_peer(self, channel: Channel, uids: Iterable[int]) -> None:
+        """Only peers of these uids may talk on ``channel`` (checked before parsing)."""
+
 
 class Channel:
     """The RPC state of one execution (thread-safe)."""
@@ -101,6 +104,9 @@ class Channel:
         self._running = 0  # calls of this execution on a host worker
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
+        self.denied_peers = 0
+        #: messages wait for :meth:`expect_peer` (the child's uid) before being parsed
+        self.check_peer = False
         #: times a client had to wait because the execution held its maximum of connections
         self.refused_connections = 0
 
@@ -117,6 +123,11 @@ class Channel:
     def in_flight(self) -> int:
         with self._lock:
             return self._in_flight
+
+    def expect_peer(self, uids: Iterable[int]) -> None:
+        """Only processes of these uids may talk on this channel (see
+        :meth:`RpcServer.expect_peer`)."""
+        self.server.expect_peer(self, uids)
 
     def authenticate(self, exec_id: str, token: str) -> bool:
         """Constant-time check of a hello's credentials."""

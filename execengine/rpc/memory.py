@@ -114,7 +114,10 @@ class MemoryServer:
         return self._pool
 
     def open(self, *, exec_id: str, token: str, allowed: Iterable[str],
-             handler: CallHandler, max_tool_calls: int) -> Channel:
+             handler: CallHandler, max_tool_calls: int, check_peer: bool = False) -> Channel:
+        """A channel like the socket server's; in memory there is no peer process whose
+        credentials could be checked, so ``check_peer`` and :meth:`expect_peer` are
+        accepted for the same calls and change nothing."""
         channel = Channel(self, exec_id=exec_id, token=token, allowed=allowed,
                           handler=handler, max_tool_calls=max_tool_calls,
                           socket_dir=make_socket_dir(), max_parallel=self.max_parallel_calls)
@@ -124,6 +127,9 @@ class MemoryServer:
                 raise TransportError("the server is closed")
             self._channels[channel.socket_path] = channel
         return channel
+
+    def expect_peer(self, channel: Channel, uids: Iterable[int]) -> None:
+        """Nothing to check in memory (see :meth:`open`)."""
 
     def release(self, channel: Channel) -> None:
         with self._lock:

@@ -22,7 +22,11 @@ specs = ToolSpecs()
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        return search(scope_of(ctx), args, backend=ctx.call.search_backend)
+        with scope_of(ctx) as scope:
+            # a confined search runs the Python walk, whose every open is verified
+            # (ripgrep would open files by path in another process)
+            backend = "python" if scope.confinement else ctx.call.search_backend
+            return search(scope, args, backend=backend)
     except FileOpError as exc:
         return exc.to_dict()
 

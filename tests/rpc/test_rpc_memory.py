@@ -106,7 +106,10 @@ def test_calls_beyond_the_per_execution_cap_wait_their_turn(server):
         for i in range(5):
             peer.start_call(str(i), "echo", {"i": i})
         deadline = time.monotonic() + 5
-        while running[0] < 2:  # both handlers entered (slots are taken before that)
+        while True:  # both handlers entered (not only dispatched to their workers)
+            with lock:
+                if running[0] == 2:
+                    break
             assert time.monotonic() < deadline
             time.sleep(0.001)
         assert ch.running == 2 and ch.in_flight == 5  # 2 on workers, 3 waiting
