@@ -35,6 +35,7 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     │                               unreachable (bad task lines are results, not this)
     └── SandboxError                the execution engine itself failed (not the script)
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
+        │   └── ProtocolViolation   one peer broke ZMTP: only its connection is closed
         ├── HandshakeError          a helper process did not say it was ready, or said it wrongly
         ├── IsolationError          a required isolation layer is not available here
         └── RemoteError             the ssh backend's remote is unreachable or refused
@@ -44,9 +45,9 @@ become ``{"error": ...}`` results the model or the script reads; their messages 
 for the model and never contain secrets. A script's child that never says hello is a value
 too (an ``error`` result), not a HandshakeError.
 
-Lower-layer errors (``zmq.ZMQError``, ``OSError``, ``yaml.YAMLError``) are translated where
-they enter the library, with ``raise ... from exc``. ``tests/test_errors.py`` checks that this
-drawing and the classes agree.
+Lower-layer errors (``OSError``, ``yaml.YAMLError``) are translated where they enter the
+library, with ``raise ... from exc``. ``tests/test_errors.py`` checks that this drawing and
+the classes agree.
 """
 
 from __future__ import annotations
@@ -223,6 +224,11 @@ class SandboxError(ExecEngineError):
 
 class TransportError(SandboxError):
     """The RPC transport between host and child failed."""
+
+
+class ProtocolViolation(TransportError):
+    """A peer broke ZMTP (bad greeting, framing or size); the server closes only that
+    connection. Raised by :mod:`execengine.rpc.zmtp`, caught by the server's loop."""
 
 
 class HandshakeError(SandboxError):

@@ -22,6 +22,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 
 TYPE_CHECKING = False  # no typing import at run time: the child starts fast
 if TYPE_CHECKING:
@@ -371,12 +372,23 @@ def connect(path: str, *, timeout: float | None = 10.0,
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except socket.timeout:
-            raise ZmtpError(f"connecting to {path} timed out") from None
-        except OSError as exc:
-            raise PeerClosed(f"cannot connect to {path}: {exc.strerror or exc}") from exc
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while True:
+            try:
+                sock.connect(path)
+                break
+            except socket.timeout:
+                raise ZmtpError(f"connecting to {path} timed out") from None
+            except BlockingIOError:
+                # the listener's backlog is full (a Unix socket with a timeout says EAGAIN
+                # rather than waiting): try again until the deadline
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise ZmtpError(f"connecting to {path} timed out (backlog full)") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+            except OSError as exc:
+                raise PeerClosed(f"cannot connect to {path}: {exc.strerror or exc}") from exc
         conn = ZmtpConnection(sock, max_frame=max_frame)
         conn.handshake(timeout)
         return conn

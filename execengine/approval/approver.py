@@ -170,8 +170,9 @@ class PromptApprover(Approver):
             left = deadline - time.monotonic()
             if left <= 0:
                 return _TIMED_OUT
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            poller = select.poll()  # never select(): fds above 1023 are normal in a host
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(left * 1000):
                 return _TIMED_OUT
             try:
                 chunk = os.read(fd, 1)

@@ -88,8 +88,13 @@ def run(args: argparse.Namespace) -> int:
 def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
                        cwd: str | None) -> ExecutionResult:
     """Run in a worker thread so Ctrl-C interrupts the script (same escalation as a
-    timeout) instead of tearing through the teardown."""
+    timeout) instead of tearing through the teardown.
+
+    The end is watched with an event set by the worker, not ``Thread.is_alive()``: on
+    Python 3.10-3.12 a ``join()`` interrupted by KeyboardInterrupt can leave the thread
+    looking dead while it still runs (the result then seemed to be missing)."""
     stop = threading.Event()
+    done = threading.Event()
     box: dict[str, Any] = {}
 
     def work() -> None:
@@ -98,14 +103,17 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
                                            cwd=cwd)
         except BaseException as exc:
             box["error"] = exc
+        finally:
+            done.set()
 
     t = threading.Thread(target=work, name="execengine-run")
     t.start()
-    while t.is_alive():
+    while not done.is_set():
         try:
-            t.join(0.2)
+            done.wait(0.2)
         except KeyboardInterrupt:
-            stop.set()
+            stop.set()  # a second Ctrl-C changes nothing: the teardown is bounded
+    t.join()
     if "error" in box:
         raise box["error"]
     result: ExecutionResult = box["result"]

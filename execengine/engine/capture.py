@@ -124,10 +124,14 @@ class OutputCapture:
     def _open_spill(self) -> None:
         if not self._spill_enabled or self._spill_fd is not None:
             return
-        if self._spill_dir:
-            os.makedirs(self._spill_dir, mode=0o700, exist_ok=True)
-        fd, self.spill_path = tempfile.mkstemp(prefix=f"execengine-{self._name}-",
-                                               suffix=".txt", dir=self._spill_dir)
+        try:
+            if self._spill_dir:
+                os.makedirs(self._spill_dir, mode=0o700, exist_ok=True)
+            fd, self.spill_path = tempfile.mkstemp(prefix=f"execengine-{self._name}-",
+                                                   suffix=".txt", dir=self._spill_dir)
+        except OSError:  # disk full, no descriptors: keep head and tail, spill nothing
+            self._spill_enabled = False
+            return
         self._spill_fd = fd
 
     def _write_spill(self, data: bytes) -> None:

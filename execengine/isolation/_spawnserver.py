@@ -2,7 +2,7 @@
 
 Why a separate process: entering a sandbox needs Python code between fork and exec
 (unshare, mounts, pivot_root, uid drop, Landlock, seccomp). The engine host is threaded
-(zmq I/O threads, a tool worker pool), and forking a threaded process to run Python is
+(the RPC loop thread, a tool worker pool), and forking a threaded process to run Python is
 unsafe (``preexec_fn`` warns for that reason). So the launcher starts this process once,
 with plain fork+exec, and it never starts a thread: every sandbox is forked from here.
 Being exec'd fresh, it also carries no host secrets in memory or ``/proc/self/environ``
@@ -31,7 +31,9 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 * host → spawner: ``{"op": "kill_uid", "uid": N, "sig": S}``: signal every process of that
   uid (a helper drops to the uid and calls ``kill(-1, sig)``); reply ``{"ok": true}``.
 
-EOF on the socket: SIGKILL every child still running (warm or not), then exit. The spawner
+EOF on the socket (the host closed it, or died): kill everything of every execution still
+running at once (its cgroup, every process of its slot uid, the entries, and whatever
+was reparented to us), reap it, remove its cgroups, then exit. The spawner
 is a child subreaper, so processes that escaped their session are reaped here too.
 """
 
@@ -44,6 +46,8 @@ import select
 import signal
 import socket
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 from execengine.isolation import entry, seccomp
@@ -71,6 +75,9 @@ class Server:
         #: control sockets of running ``isolated`` entries, whose init reports the exit
         #: status there: fd -> (pid, socket)
         self.notes: dict[int, tuple[int, socket.socket]] = {}
+        #: what every entry started here runs in: pid -> (cgroup dirs, slot uid), so that
+        #: everything of it can be killed when the host goes away
+        self.owned: dict[int, tuple[list[str], int | None]] = {}
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -78,9 +85,12 @@ class Server:
         signal.set_wakeup_fd(self.wake_w)
         _send(self.sock, {"ready": True, "pid": os.getpid()})
         while True:
+            # poll(), never select(): descriptor numbers above 1023 are normal here
+            poller = select.poll()
+            for fd in (self.sock.fileno(), self.wake_r, *self.notes):
+                poller.register(fd, select.POLLIN)
             try:
-                ready, _, _ = select.select([self.sock.fileno(), self.wake_r, *self.notes],
-                                            [], [])
+                ready = [fd for fd, _ in poller.poll()]
             except InterruptedError:
                 continue
             for fd in ready:
@@ -131,6 +141,7 @@ class Server:
             os._exit(127)  # not reached
         theirs.close()
         self.warm[wid] = (pid, ours)
+        self.owned[pid] = (list(warm.get("cgroup_dirs") or []), None)
         return pid
 
     def discard(self, wid: str) -> None:
@@ -230,6 +241,9 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
             return None
         self.children[pid] = fds[2]
+        uid = plan.get("uid")
+        self.owned[pid] = (list(plan.get("cgroup_dirs") or []),
+                           uid if isinstance(uid, int) and uid > 0 else None)
         if exited is not None:
             self.report(pid, exited)
         elif keep:
@@ -331,6 +345,7 @@ class Server:
                 return
             if pid == 0:
                 return
+            self.owned.pop(pid, None)  # ended: what is left of it is the host's to kill
             for nfd, (npid, _) in list(self.notes.items()):
                 if npid == pid:  # its init's note, if any, is already queued: it wins
                     self.read_note(nfd)
@@ -343,18 +358,89 @@ class Server:
                 os.close(fd)
 
     def shutdown(self) -> None:
+        """The host closed the socket or died: kill everything of every execution started
+        here, at once (each one's cgroup, every process of its slot uid, the entries, and
+        whatever was reparented to us), reap it, and remove the cgroups."""
         for _, ctl in self.notes.values():
             ctl.close()
         self.notes.clear()
         for wid in list(self.warm):
             self.discard(wid)
+        groups = [d for dirs, _ in self.owned.values() for d in dirs]
+        uids = {uid for _, uid in self.owned.values() if uid is not None}
+        for d in groups:
+            _kill_cgroup(d)
+        for uid in uids:
+            with contextlib.suppress(Exception):
+                self.kill_uid(uid, signal.SIGKILL)
         for pid in list(self.children):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        for pid in list(self.children):
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        _kill_adopted(self.reap, deadline=1.0)  # setsid + double-forked strays come to us
         self.reap()
+        for d in groups:
+            _remove_cgroup(d)
+        self.owned.clear()
+
+
+
+def _kill_cgroup(d: str) -> None:
+    """SIGKILL every member of one cgroup directory (``cgroup.kill`` where there is one)."""
+    with contextlib.suppress(OSError):
+        with open(os.path.join(d, "cgroup.kill"), "w") as fh:
+            fh.write("1")
+        return
+    with contextlib.suppress(OSError), open(os.path.join(d, "cgroup.procs")) as fh:
+        for pid in fh.read().split():
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def _remove_cgroup(d: str, timeout: float = 1.0) -> None:
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            os.rmdir(d)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > end:
+                return
+            _kill_cgroup(d)
+            time.sleep(0.005)
+
+
+def _adopted() -> list[int]:
+    """Processes whose parent is this (subreaper) process."""
+    me = str(os.getpid())
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 1 and fields[1].decode() == me and fields[0] != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _kill_adopted(reap: Callable[[], None], deadline: float) -> None:
+    """SIGKILL and ``reap`` our children (adopted strays included) until none is left."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        pids = _adopted()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        reap()
+        time.sleep(0.002)
 
 
 def main(argv: list[str]) -> int:

@@ -33,14 +33,13 @@ import os
 import select
 import shutil
 import signal
-import tempfile
 import threading
 import time
 import uuid
 from typing import IO, Any
 
 from execengine.errors import IsolationError, SandboxError
-from execengine.isolation import acl, cgroups, mounts
+from execengine.isolation import acl, cgroups, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import Rlimits, tasks_of_uid
 from execengine.isolation.spawner import Spawner
@@ -62,10 +61,12 @@ DEVICES_RO = ("/dev/random", "/dev/urandom")
 class _Grants:
     """Reference-counted ACL grants to the sandbox group (thread-safe)."""
 
-    def __init__(self, gid: int) -> None:
+    def __init__(self, gid: int, ledger: leftovers.GrantLedger | None = None) -> None:
         self.gid = gid
         self._lock = threading.Lock()
         self._count: dict[str, int] = {}
+        #: what we hold, on disk: swept if this host dies, and honoured by other engines
+        self._ledger = ledger
 
     def add(self, paths: list[tuple[str, bool]]) -> list[str]:
         taken: list[str] = []
@@ -79,21 +80,36 @@ class _Grants:
                 except OSError as exc:
                     raise SandboxError(f"cannot grant the sandbox uid access to {path}: "
                                        f"{exc}") from exc
-                if changed or path in self._count:
+                # an entry we did not add (another engine's) is held too, so the ledgers
+                # show it in use until the last holder releases it
+                if (changed or path in self._count
+                        or acl.group_perm(path, self.gid) is not None):
                     self._count[path] = self._count.get(path, 0) + 1
                     taken.append(path)
+            if taken and self._ledger is not None:
+                self._ledger.record(self._count)
         return taken
 
     def release(self, paths: list[str]) -> None:
         with self._lock:
+            gone = []
             for path in paths:
                 n = self._count.get(path, 0) - 1
                 if n > 0:
                     self._count[path] = n
                     continue
                 self._count.pop(path, None)
-                with contextlib.suppress(OSError):
-                    acl.revoke(path, self.gid)
+                gone.append(path)
+            if not gone:
+                return
+            # another live engine (here or in another process) may need the same path
+            held = self._ledger.held_elsewhere() if self._ledger is not None else set()
+            for path in gone:
+                if path not in held:
+                    with contextlib.suppress(OSError):
+                        acl.revoke(path, self.gid)
+            if self._ledger is not None:
+                self._ledger.record(self._count)
 
 
 def _interpreter_paths(argv0: str) -> list[str]:
@@ -140,8 +156,10 @@ class SandboxChild(Child):
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                ready, _, _ = select.select([self._status_fd], [], [], left)
-                if not ready:
+                # poll(), never select(): descriptor numbers above 1023 are normal here
+                poller = select.poll()
+                poller.register(self._status_fd, select.POLLIN)
+                if not poller.poll(None if left is None else left * 1000):
                     return None
                 data = os.read(self._status_fd, 64)
                 if data:
@@ -262,7 +280,8 @@ class SandboxLauncher(Launcher):
                                  f"{self.report.reasons.get(self.level, 'unknown reason')}")
         self.root = os.geteuid() == 0
         self.uid_pool = uid_pool or (UidPool() if self.root else None)
-        self._grants = _Grants(self.uid_pool.gid if self.uid_pool else -1)
+        self._grants = _Grants(self.uid_pool.gid if self.uid_pool else -1,
+                               leftovers.GrantLedger() if self.uid_pool else None)
         if use_cgroups is None:
             # a cgroup migration costs an RCU grace period (1-20 ms here), but with warm
             # entries it happens before the launch; the cgroup then gives restricted a
@@ -270,6 +289,8 @@ class SandboxLauncher(Launcher):
             use_cgroups = True
         cg = self.report.has("cgroups") and use_cgroups
         self._cg_layout = cgroups.discover() if cg else None
+        # what killed hosts left: their cgroups, ACL grants and private tmp folders
+        leftovers.sweep(self._cg_layout, self.uid_pool.gid if self.uid_pool else None)
         self.spawner = Spawner()
         self._swept: set[int] = set()
         self._lasting: dict[str, list[str]] = {}  # interpreter path -> grants held
@@ -394,7 +415,7 @@ class SandboxLauncher(Launcher):
             group = None
             if self._cg_layout is not None:
                 group = cgroups.ExecCgroup.create(
-                    self._cg_layout, f"{name}-{uuid.uuid4().hex[:8]}",
+                    self._cg_layout, leftovers.cgroup_name(f"{name}-{uuid.uuid4().hex[:8]}"),
                     memory_mb=limits.memory_mb, max_processes=limits.max_processes)
         except BaseException:
             if slot is not None:
@@ -472,7 +493,7 @@ class SandboxLauncher(Launcher):
             if self.level == "isolated":
                 tmp_path = "/tmp"
             else:
-                tmp = tempfile.mkdtemp(prefix="execengine-tmp-")
+                tmp = leftovers.make_tmp()
                 tmp_path = tmp
             interp = _interpreter_paths(spec.argv[0])
             if slot is not None:

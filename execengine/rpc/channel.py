@@ -116,6 +116,8 @@ class Channel:
         self._cells = False
         self._cell_open = True
         self.generation = 0
+        #: times a client had to wait because the execution held its maximum of connections
+        self.refused_connections = 0
 
     @property
     def endpoint(self) -> str:

@@ -21,13 +21,7 @@ from typing import Any
 from execengine.errors import TransportError
 from execengine.rpc import protocol
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
-from execengine.rpc.pool import WorkerPool
-
-
-def busy_message(workers: int) -> str:
-    return (f"Tool call refused: all {workers} host worker threads for tool calls are busy "
-            "(calls that never returned hold them; see code_execution.max_tool_threads). "
-            "Try again later.")
+from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
 
 class MemoryPeer:
@@ -199,31 +193,47 @@ class MemoryServer:
         if refusal is not None:
             peer.deliver(protocol.result(call.id, json.dumps({"error": refusal})))
             return
-        job: _Job | None = _Job(peer, call, generation)
-        if not channel.enqueue(job):  # type: ignore[arg-type]
-            return  # waits for a slot of this execution
+        # queued calls past the pool's bounded wait are answered (the socket server's loop
+        # does this on its tick; here every incoming call is the tick)
+        for late in self._pool.expired():
+            if isinstance(late, _Job):
+                late.refuse(waited_message(self._pool.max_wait))
+                self.submit(late.peer.channel.next_job())  # type: ignore[arg-type]
+        job = _Job(self, peer, call, generation)
+        if channel.enqueue(job):
+            self.submit(job)
+        # else it waits for a slot of this execution
+
+    def submit(self, job: _Job | None) -> None:
+        """To the pool (which queues while all workers are busy); refused only when calls
+        of ended executions hold every worker."""
         while job is not None:
             try:
-                if self._pool.try_submit(job):
+                if self._pool.submit(job):
                     return
             except RuntimeError:  # the pool is closed
                 pass
             job.refuse(busy_message(self._pool.max_workers))
-            job = channel.next_job()  # type: ignore[assignment]
+            job = job.peer.channel.next_job()  # type: ignore[assignment]
 
 
 class _Job:
-    """One admitted call; run by a pool worker, which then runs the execution's next ones."""
+    """One admitted call; run by a pool worker. The execution's next waiting call then goes
+    to the back of the pool's queue (fair to other executions)."""
 
-    def __init__(self, peer: MemoryPeer, call: protocol.Call, generation: int = 0) -> None:
-        self.peer, self.call = peer, call
+    def __init__(self, server: MemoryServer, peer: MemoryPeer, call: protocol.Call,
+                 generation: int = 0) -> None:
+        self.server, self.peer, self.call = server, peer, call
+        # the cell (session kernel) it was admitted in, and that cell's handler
         self.generation, self.handler = generation, peer.channel.handler
 
+    @property
+    def abandoned(self) -> bool:
+        return self.peer.channel.closed
+
     def __call__(self) -> None:
-        job: _Job | None = self
-        while job is not None:
-            job.run_one()
-            job = self.peer.channel.next_job()  # type: ignore[assignment]
+        self.run_one()
+        self.server.submit(self.peer.channel.next_job())  # type: ignore[arg-type]
 
     def run_one(self) -> None:
         channel = self.peer.channel

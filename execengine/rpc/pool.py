@@ -1,10 +1,15 @@
-"""A bounded pool of daemon worker threads for tool calls.
+"""A bounded pool of daemon worker threads for tool calls, with a bounded wait.
 
 Unlike :class:`concurrent.futures.ThreadPoolExecutor`, its threads are daemons: a tool call
 that hangs forever never blocks interpreter exit, and closing the pool never waits for it.
-Threads start on demand, up to ``max_workers``. :meth:`WorkerPool.try_submit` never queues:
-when every worker is busy (say, with hung calls nobody waits for any more) it says so and
-the caller answers with an error instead of waiting behind them.
+Threads start on demand, up to ``max_workers``.
+
+When every worker is busy a job waits in a FIFO backlog (each execution has at most its
+``max_parallel_calls`` there, so the backlog is shared fairly and bounded), and a worker
+that finishes takes the oldest. A job that waits longer than ``max_wait`` seconds is handed
+back by :meth:`WorkerPool.expired` (the caller answers it with an error). Only when
+*abandoned* jobs (calls of executions that already ended, see :class:`PoolJob`) hold every
+worker is a new job refused at once: nothing would ever free a worker for it.
 """
 
 from __future__ import annotations
@@ -12,48 +17,78 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections import deque
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
-Job = Callable[[], None]
+
+class PoolJob(Protocol):
+    def __call__(self) -> None: ...
+
+    @property
+    def abandoned(self) -> bool:
+        """Nobody waits for this job's outcome any more."""
+        ...
 
 
 class WorkerPool:
-    def __init__(self, max_workers: int, *, name: str = "execengine-tool") -> None:
+    def __init__(self, max_workers: int, *, name: str = "execengine-tool",
+                 max_wait: float = 30.0) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be >= 1")
         self.max_workers = max_workers
+        self.max_wait = max_wait
         self._name = name
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[PoolJob | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._busy = 0  # jobs submitted and not yet finished
+        self._busy = 0  # jobs handed to a worker and not finished
+        self._running: dict[int, PoolJob] = {}  # thread ident -> its job
+        self._backlog: deque[tuple[float, PoolJob]] = deque()
         self._closed = False
 
-    def submit(self, job: Job) -> None:
-        """Run ``job`` on a worker; it waits in the queue while all are busy."""
+    def submit(self, job: PoolJob) -> bool:
+        """Run ``job`` on a worker, or queue it while all are busy. False (nothing queued)
+        when abandoned jobs hold every worker. Raises RuntimeError once closed."""
         with self._lock:
             if self._closed:
                 raise RuntimeError("worker pool is closed")
-            if self._busy >= len(self._threads) and len(self._threads) < self.max_workers:
+            if self._busy < len(self._threads):
+                self._busy += 1
+                self._jobs.put(job)
+                return True
+            if len(self._threads) < self.max_workers:
                 self._grow()
-            self._busy += 1
-            self._jobs.put(job)
-
-    def try_submit(self, job: Job) -> bool:
-        """Run ``job`` now on an idle (or new) worker; False, and nothing queued, when all
-        ``max_workers`` are busy."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("worker pool is closed")
-            if self._busy >= len(self._threads):
-                if len(self._threads) >= self.max_workers:
-                    return False
-                self._grow()
-            self._busy += 1
-            self._jobs.put(job)
+                self._busy += 1
+                self._jobs.put(job)
+                return True
+            if self._held_by_abandoned():
+                return False
+            self._backlog.append((time.monotonic() + self.max_wait, job))
             return True
+
+    def _held_by_abandoned(self) -> bool:
+        # under self._lock; every worker is busy
+        jobs = list(self._running.values())
+        return len(jobs) >= self.max_workers and all(_abandoned(j) for j in jobs)
+
+    def expired(self, now: float | None = None) -> list[PoolJob]:
+        """Take the queued jobs that waited longer than ``max_wait`` (oldest first), and
+        every queued job once abandoned jobs hold the whole pool."""
+        now = time.monotonic() if now is None else now
+        out: list[PoolJob] = []
+        with self._lock:
+            hopeless = bool(self._backlog) and self._held_by_abandoned()
+            while self._backlog and (hopeless or self._backlog[0][0] <= now):
+                out.append(self._backlog.popleft()[1])
+            # abandoned jobs that never started are dropped as well
+            if self._backlog and any(_abandoned(j) for _, j in self._backlog):
+                keep = deque((d, j) for d, j in self._backlog if not _abandoned(j))
+                out.extend(j for _, j in self._backlog if _abandoned(j))
+                self._backlog = keep
+        return out
 
     def _grow(self) -> None:
         # under self._lock
@@ -63,37 +98,69 @@ class WorkerPool:
         t.start()
 
     def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
+        me = threading.get_ident()
+        job: PoolJob | None = self._jobs.get()
+        while job is not None:
+            with self._lock:
+                self._running[me] = job
             try:
                 job()
             except Exception:  # a job reports its own errors; this is a last resort
                 log.exception("tool worker job failed")
-            finally:
-                with self._lock:
-                    self._busy -= 1
+            with self._lock:
+                del self._running[me]
+                if self._backlog and not self._closed:
+                    job = self._backlog.popleft()[1]
+                    continue
+                self._busy -= 1
+            job = self._jobs.get()
 
     @property
     def busy(self) -> int:
-        """Jobs running or waiting for a worker."""
+        """Jobs running or queued."""
         with self._lock:
-            return self._busy
+            return self._busy + len(self._backlog)
+
+    @property
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._backlog)
 
     @property
     def size(self) -> int:
         with self._lock:
             return len(self._threads)
 
-    def close(self, timeout: float = 1.0) -> None:
-        """Stop idle workers; busy ones finish their job and exit (they are daemons)."""
+    def close(self, timeout: float = 1.0) -> list[PoolJob]:
+        """Stop idle workers; busy ones finish their job and exit (they are daemons).
+        Returns the queued jobs that will never run."""
         with self._lock:
             if self._closed:
-                return
+                return []
             self._closed = True
             threads = list(self._threads)
+            left = [j for _, j in self._backlog]
+            self._backlog.clear()
         for _ in threads:
             self._jobs.put(None)
         for t in threads:
             t.join(timeout / max(1, len(threads)))
+        return left
+
+
+def _abandoned(job: PoolJob) -> bool:
+    try:
+        return bool(job.abandoned)
+    except Exception:  # pragma: no cover - a job without the attribute
+        return False
+
+
+def busy_message(workers: int) -> str:
+    return (f"Tool call refused: all {workers} host worker threads for tool calls are held "
+            "by calls that never returned (see code_execution.max_tool_threads). "
+            "Try again later.")
+
+
+def waited_message(seconds: float) -> str:
+    return (f"Tool call refused: no host worker thread became free within {seconds:g} s "
+            "(see code_execution.max_tool_threads). Try again later.")

@@ -2,18 +2,36 @@
 
 Pure functions: parse one frame from a child into a typed request, build the JSON replies.
 Nothing here touches a socket, so the whole protocol is tested without one.
+
+Containment: :func:`parse` never raises, whatever the bytes. Before a frame is decoded its
+nesting depth is bounded (:func:`too_deep`, at C speed), so no JSON body can exhaust the
+recursion limit here or in a tool later; the frame's size is bounded by the transport
+before it is read. Replies are encoded so that no string can fail: text holding a lone
+surrogate (a surrogate-escaped file name, an id sent as ``"\\ud800"``) is sent with JSON
+escapes instead of raw UTF-8.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from array import array
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 VERSION = 1
 #: longest request id accepted (ids are echoed back, so they are bounded)
 MAX_ID_CHARS = 128
 MAX_TOOL_NAME_CHARS = 128
+#: deepest nesting of arrays/objects accepted in a message (the envelope counts as 1)
+MAX_DEPTH = 64
+#: most brackets outside strings in one message (bounds the depth scan's work)
+MAX_BRACKETS = 2_000_000
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
 @dataclass(frozen=True)
@@ -41,11 +59,31 @@ class Invalid:
 Message = Hello | Call | Invalid
 
 
+def too_deep(frame: bytes, limit: int = MAX_DEPTH) -> str | None:
+    """Why ``frame`` nests too deeply to be decoded, or None. Strings are skipped, so
+    brackets inside them do not count; everything runs in C but one pass over the
+    brackets, which :data:`MAX_BRACKETS` bounds."""
+    if frame.count(b"[") + frame.count(b"{") <= limit:
+        return None  # fast path: not even that many opening brackets anywhere
+    brackets = _STRING.sub(b"", frame).translate(None, _NOT_BRACKETS)
+    if len(brackets) > MAX_BRACKETS:
+        return f"message has more than {MAX_BRACKETS} nested values"
+    steps = array("b")  # signed bytes: +1 for an opening bracket, -1 (0xff) closing
+    steps.frombytes(brackets.translate(_STEP))
+    depth = max(accumulate(steps), default=0)
+    if depth > limit:
+        return f"message nests deeper than {limit} levels"
+    return None
+
+
 def parse(frame: bytes) -> Message:
     """Decode one application frame; never raises."""
     try:
+        deep = too_deep(frame)
+        if deep is not None:
+            return Invalid(deep)
         obj = json.loads(frame.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
         return Invalid(f"message is not UTF-8 JSON: {type(exc).__name__}")
     if not isinstance(obj, dict):
         return Invalid(f"message must be a JSON object, got {type(obj).__name__}")
@@ -87,7 +125,11 @@ def _valid_id(raw: Any) -> str | None:
 
 
 def _dump(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON escapes are plain ASCII
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def welcome(exec_id: str, max_tool_calls: int, max_message_bytes: int | None = None) -> bytes:

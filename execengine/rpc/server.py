@@ -1,115 +1,197 @@
-"""The host-side RPC server: one loop thread, many executions, a bounded worker pool.
+"""The host-side RPC server: one epoll loop, many executions, a bounded worker pool.
 
-Every execution gets its own pyzmq ``ROUTER`` socket bound at ``ipc://<private dir>/rpc.sock``
-(:class:`~execengine.rpc.channel.Channel`). All sockets are owned by a single loop thread;
-other threads talk to it through a command queue and a wake-up pipe, so no zmq socket is
-ever touched by two threads. Tool calls run in a :class:`~execengine.rpc.pool.WorkerPool`;
-their replies go back through the same queue.
+Every execution gets its own listening Unix socket at ``<private dir>/rpc.sock``
+(:class:`~execengine.rpc.channel.Channel`); the host speaks ZMTP 3.x as a ``ROUTER``
+(:mod:`.zmtp`) on every connection it accepts. One loop thread accepts and reads; tool calls
+run in a :class:`~execengine.rpc.pool.WorkerPool`, and a worker writes its call's reply
+itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call.
 
-Hung tool calls: a thread cannot be killed, so a call that never returns holds its worker.
-Two rules keep that from spreading. (1) At most ``max_parallel_calls`` calls of one
-execution occupy workers; its further calls wait in the channel's own queue, so one
-execution's hung calls cannot take the workers another execution needs (the pool's hard
-cap, ``max_workers``, is set well above the per-execution cap). (2) When an execution ends
-its waiting calls are dropped unstarted and its running ones are abandoned: their late
-results are discarded, never sent to the dead peer. If hung calls ever fill the whole pool,
-a new call is not queued behind them: it is answered at once with an error result (and its
-budget given back). Nothing a child sends can raise out of the
-loop: frames are parsed by :mod:`execengine.rpc.protocol` (JSON only) and bad ones are
-answered or dropped.
+What one script cannot do to the host or to other executions:
+
+* **break the loop**: every message is handled in its own ``try`` (a failure closes only
+  that connection); sizes are checked before bodies are buffered and nesting before JSON is
+  decoded (:mod:`.protocol`); replies are encoded so that no string can fail. Should the
+  loop itself fail it is restarted at once (with a short back-off when it keeps failing),
+  and :meth:`RpcServer.open` starts a fresh loop thread if none runs: no call ever waits on
+  a dead loop.
+* **exhaust file descriptors**: each execution may hold ``max_connections`` connections
+  (further clients wait in the listen backlog until one closes; past the backlog their
+  connect fails with EAGAIN) and all executions together at most half the process's soft
+  ``RLIMIT_NOFILE`` (beyond that a connection is closed at once), which the server raises
+  to the hard limit when it starts. If ``accept`` still fails for lack of
+  descriptors the listener pauses briefly; nothing aborts.
+* **lose replies**: replies are queued per connection, never dropped while the peer is
+  connected; a peer that does not read stops being read (see :mod:`.connection`).
+* **starve other executions**: at most ``max_parallel_calls`` calls of one execution are
+  on workers or in the pool's FIFO backlog, where they wait at most ``max_wait`` seconds;
+  only when calls of ended executions (hung, abandoned) hold every worker is a call refused
+  at once (with an error result; its budget is given back).
+
+When an execution ends (:meth:`Channel.close`) its listener and connections are closed from
+the calling thread, its waiting calls are dropped and its running ones abandoned: their late
+results are discarded.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
+import resource
+import select
 import shutil
+import socket
+import struct
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Iterable
-from concurrent.futures import Future
-from typing import Any
-
-import zmq
 
 from execengine.errors import TransportError
-from execengine.rpc import protocol
+from execengine.rpc import protocol, zmtp
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
-from execengine.rpc.pool import WorkerPool
+from execengine.rpc.connection import Connection
+from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
 log = logging.getLogger(__name__)
 
-#: messages read from one socket before the loop looks at the others (fairness)
-BATCH = 64
-#: peers remembered per channel; more connections than this are ignored
-MAX_PEERS = 256
+#: connections accepted per readiness event of one listener (then the others get a turn)
+ACCEPT_BATCH = 64
+#: messages handled from one connection per loop turn (then the others get a turn)
+MESSAGE_BATCH = 32
+#: listen() backlog of one execution's socket
+BACKLOG = 128
+#: how long a listener rests after accept() failed for lack of file descriptors
+EMFILE_PAUSE = 0.05
+#: the loop looks at queued calls' deadlines and paused listeners this often (seconds)
+TICK = 0.1
 #: messages held while the channel does not yet know which uid its child runs as
 MAX_PENDING = 64
+_FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_HUP = select.EPOLLHUP | select.EPOLLERR
 
 
-class _Bound:
-    """Loop-thread state of one channel: its socket and what each peer is."""
+def raise_fd_limit() -> int:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit (where allowed); the soft limit
+    in force afterwards."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if want > soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+    return soft
 
-    def __init__(self, channel: Channel, sock: zmq.Socket[bytes]) -> None:
+
+class _Listener:
+    """One execution's listening socket and its connections."""
+
+    def __init__(self, channel: Channel, sock: socket.socket) -> None:
         self.channel = channel
         self.sock = sock
-        self.peers: dict[bytes, bool] = {}  # identity -> authenticated
+        self.fd = sock.fileno()
+        self.conns: set[Connection] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+        self.resume_at = 0.0  # paused (not polled) until then, after an fd shortage
+        self.full = False  # paused while the execution holds its maximum of connections
         #: uids allowed to connect (SO_PEERCRED); None: not known yet (with the channel's
-        #: ``check_peer`` messages wait for :meth:`RpcServer.expect_peer`, else no check)
+        #: ``check_peer`` a peer's messages wait for :meth:`RpcServer.expect_peer`)
         self.uids: frozenset[int] | None = None
-        self.pending: list[tuple[list[bytes], int | None]] = []
+        self.pending: list[tuple[Connection, tuple[bytes, ...]]] = []
 
 
 class RpcServer:
     """Serves tool calls of many concurrent executions. A context manager."""
 
     def __init__(self, *, max_workers: int = 64, max_message_bytes: int = 16 * 1024 * 1024,
-                 socket_base: str | None = None, max_parallel_calls: int = 16) -> None:
+                 socket_base: str | None = None, max_parallel_calls: int = 16,
+                 max_connections: int = 128, max_wait: float = 30.0) -> None:
         self.max_message_bytes = max_message_bytes
         self.max_parallel_calls = max_parallel_calls
+        self.max_connections = max_connections
         self.socket_base = socket_base
-        self._pool = WorkerPool(max_workers)
-        self._ctx: zmq.Context[zmq.Socket[bytes]] | None = None
+        self._pool = WorkerPool(max_workers, max_wait=max_wait)
         self._lock = threading.Lock()
-        self._commands: deque[tuple[str, Any, Future[Any] | None]] = deque()
+        self._epoll: select.epoll | None = None
+        self._handlers: dict[int, _Listener | Connection] = {}
+        self._listeners: dict[Channel, _Listener] = {}
+        self._paused: list[_Listener] = []
+        #: connections with decoded-but-unhandled input (over a turn's MESSAGE_BATCH)
+        self._unfinished: dict[Connection, None] = {}
+        #: (channel, uids) from :meth:`expect_peer`, applied by the loop
+        self._commands: deque[tuple[Channel, frozenset[int]]] = deque()
         self._wake_r, self._wake_w = -1, -1
         self._thread: threading.Thread | None = None
+        self._stopping = False
         self._closed = False
+        self._max_total = 0
+        #: loop failures survived (each one restarted the loop)
+        self.restarts = 0
 
     # -- public API (any thread) -------------------------------------------------------
+
+    @property
+    def connections(self) -> int:
+        """Connections open right now, over all executions."""
+        return sum(len(lst.conns) for lst in list(self._listeners.values()))
 
     def open(self, *, exec_id: str, token: str, allowed: Iterable[str],
              handler: CallHandler, max_tool_calls: int, check_peer: bool = False) -> Channel:
         """Bind a new channel; :class:`TransportError` when it cannot. ``check_peer``: no
         message is parsed until :meth:`expect_peer` names the uid the child runs as."""
+        epoll = self._ensure_running()
         socket_dir = make_socket_dir(self.socket_base)
         channel = Channel(self, exec_id=exec_id, token=token, allowed=allowed, handler=handler,
                           max_tool_calls=max_tool_calls, socket_dir=socket_dir,
                           max_parallel=self.max_parallel_calls)
         channel.check_peer = check_peer
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self._call("open", channel)
-        except BaseException:
+            sock.setblocking(False)
+            sock.bind(channel.socket_path)
+            sock.listen(BACKLOG)
+            listener = _Listener(channel, sock)
+            with self._lock:
+                if self._closed:
+                    raise TransportError("the RPC server is closed")
+                self._listeners[channel] = listener
+                self._handlers[listener.fd] = listener
+            epoll.register(listener.fd, select.EPOLLIN)
+        except BaseException as exc:
             channel.closed = True
-
+            with self._lock:
+                if self._listeners.get(channel) is not None:
+                    lst = self._listeners.pop(channel)
+                    if self._handlers.get(lst.fd) is lst:
+                        del self._handlers[lst.fd]
+            sock.close()
             shutil.rmtree(socket_dir, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise TransportError(f"cannot bind {channel.endpoint}: {exc}") from exc
             raise
         return channel
 
     def expect_peer(self, channel: Channel, uids: Iterable[int]) -> None:
         """Only processes of these uids may talk on ``channel`` (checked on the peer's
         credentials, ``SO_PEERCRED``, before anything it sent is parsed). Messages that
-        arrived before this call are judged now."""
-        self._call("expect", (channel, frozenset(uids)))
+        waited for this are handled now, on the loop thread."""
+        self._ensure_running()
+        self._commands.append((channel, frozenset(uids)))
+        self._wake()
 
     def release(self, channel: Channel) -> None:
-        """Unbind ``channel``'s socket (called by :meth:`Channel.close`)."""
+        """Close ``channel``'s listener and connections (called by :meth:`Channel.close`)."""
         with self._lock:
-            if self._closed or self._thread is None:
+            listener = self._listeners.pop(channel, None)
+            if listener is None:
                 return
-        self._call("close", channel)
+            if self._handlers.get(listener.fd) is listener:
+                del self._handlers[listener.fd]
+        self._close_listener(listener)
 
     def close(self) -> None:
         """Stop the loop, close every socket and the pool. Idempotent."""
@@ -117,14 +199,20 @@ class RpcServer:
             if self._closed:
                 return
             self._closed = True
+            self._stopping = True
             thread = self._thread
+            listeners = list(self._listeners.values())
+            self._listeners.clear()
         if thread is not None:
-            self._post("stop", None, None)
+            self._wake()
             thread.join(5.0)
+        for listener in listeners:
+            self._close_listener(listener)
+        self._handlers.clear()
+        if self._epoll is not None:
+            self._epoll.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
-        if self._ctx is not None:
-            self._ctx.term()
         self._pool.close()
 
     def __enter__(self) -> RpcServer:
@@ -135,235 +223,334 @@ class RpcServer:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and self._thread is not None:
-
             warnings.warn("RpcServer was not closed", ResourceWarning, stacklevel=1)
 
     # -- plumbing --------------------------------------------------------------------
 
-    def _start(self) -> None:
-        # under self._lock
-        self._ctx = zmq.Context()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
-        self._thread = threading.Thread(target=self._loop, name="execengine-rpc", daemon=True)
-        self._thread.start()
-
-    def _post(self, kind: str, arg: Any, fut: Future[Any] | None) -> None:
-        self._commands.append((kind, arg, fut))
-        try:
-            os.write(self._wake_w, b"\0")
-        except BlockingIOError:  # the pipe is full: the loop is awake anyway
-            pass
-        except OSError:
-            pass
-
-    def _call(self, kind: str, arg: Any) -> Any:
+    def _ensure_running(self) -> select.epoll:
+        """The epoll object, with a live loop thread serving it (a new one if it died)."""
         with self._lock:
             if self._closed:
                 raise TransportError("the RPC server is closed")
-            if self._thread is None:
-                self._start()
-        fut: Future[Any] = Future()
-        self._post(kind, arg, fut)
-        try:
-            return fut.result(10.0)
-        except TimeoutError as exc:
-            raise TransportError(f"the RPC loop did not answer {kind!r} in time") from exc
+            if self._epoll is None:
+                soft = raise_fd_limit()
+                self._max_total = max(self.max_connections, soft // 2)
+                self._epoll = select.epoll()
+                self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+                self._epoll.register(self._wake_r, select.EPOLLIN)
+            if self._thread is None or not self._thread.is_alive():
+                if self._thread is not None:
+                    self.restarts += 1
+                    log.error("the RPC loop thread was gone; started a new one")
+                self._thread = threading.Thread(target=self._run, name="execengine-rpc",
+                                                daemon=True)
+                self._thread.start()
+            return self._epoll
 
-    def _reply(self, channel: Channel, ident: bytes, payload: bytes) -> None:
-        """Queue a reply from a worker thread."""
-        self._post("send", (channel, ident, payload), None)
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+
+    def _close_listener(self, listener: _Listener) -> None:
+        with listener.lock:
+            if listener.closed:
+                return
+            listener.closed = True
+            conns = list(listener.conns)
+            listener.conns.clear()
+            with contextlib.suppress(OSError, ValueError):
+                if self._epoll is not None:
+                    self._epoll.unregister(listener.fd)
+            listener.sock.close()
+        for conn in conns:
+            self._forget(conn.fd, conn)
+            conn.close()
 
     # -- the loop thread ---------------------------------------------------------------
 
+    def _run(self) -> None:
+        """The loop, restarted whenever it fails (supervision)."""
+        failures = 0
+        while not self._stopping:
+            try:
+                self._loop()
+                return
+            except BaseException:
+                if self._stopping:
+                    return
+                self.restarts += 1
+                failures += 1
+                log.exception("the RPC loop failed; restarting it")
+                time.sleep(min(0.5, 0.001 * 2 ** min(failures, 9)))
+
     def _loop(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._wake_r, zmq.POLLIN)
-        bound: dict[Channel, _Bound] = {}
-        by_sock: dict[zmq.Socket[bytes], _Bound] = {}
+        epoll = self._epoll
+        assert epoll is not None
+        next_tick = time.monotonic() + TICK
+        while not self._stopping:
+            events = epoll.poll(0 if self._unfinished else TICK)
+            for conn in list(self._unfinished):
+                self._guarded(conn, 0)
+            for fd, mask in events:
+                handler = self._handlers.get(fd)
+                if handler is None:
+                    if fd == self._wake_r:
+                        with contextlib.suppress(OSError):
+                            while os.read(self._wake_r, 4096):
+                                pass
+                    continue
+                if isinstance(handler, _Listener):
+                    self._accept(handler)
+                else:
+                    self._guarded(handler, mask)
+            while self._commands:
+                self._expect(*self._commands.popleft())
+            now = time.monotonic()
+            if now >= next_tick:
+                next_tick = now + TICK
+                self._housekeeping(now)
+
+    def _housekeeping(self, now: float) -> None:
+        for job in self._pool.expired(now):
+            if isinstance(job, _CallJob):
+                job.refuse(waited_message(self._pool.max_wait))
+                self._submit(job.channel.next_job())  # type: ignore[arg-type]
+        if self._paused:
+            ready = [lst for lst in self._paused if lst.resume_at <= now]
+            self._paused = [lst for lst in self._paused if lst.resume_at > now]
+            for lst in ready:
+                with lst.lock, contextlib.suppress(OSError, ValueError):
+                    if not lst.closed and self._epoll is not None:
+                        self._epoll.modify(lst.fd, select.EPOLLIN)
+
+    def _expect(self, channel: Channel, uids: frozenset[int]) -> None:
+        listener = self._listeners.get(channel)
+        if listener is None:
+            return
+        listener.uids = uids
+        pending, listener.pending = listener.pending, []
+        for conn, parts in pending:
+            if not conn.closed:
+                self._guarded_message(conn, parts)
+
+    def _guarded_message(self, conn: Connection, parts: tuple[bytes, ...]) -> None:
         try:
-            while True:
-                for sock_or_fd, _ in poller.poll():
-                    if sock_or_fd == self._wake_r:
-                        continue
-                    b = by_sock.get(sock_or_fd)
-                    if b is not None:
-                        self._drain(b)
+            self._message(conn, zmtp.Message(parts=parts))
+        except Exception:
+            log.exception("serving a peer of %s failed; dropped it", conn.channel.exec_id)
+            self._drop(conn)
+
+    def _accept(self, listener: _Listener) -> None:
+        channel = listener.channel
+        for _ in range(ACCEPT_BATCH):
+            with listener.lock:
+                if listener.closed:
+                    return
+                if len(listener.conns) >= self.max_connections:
+                    # the execution holds its maximum: further clients wait in the backlog
+                    # (then get EAGAIN) until one of its connections closes
+                    listener.full = True
+                    channel.refused_connections += 1
+                    with contextlib.suppress(OSError, ValueError):
+                        self._epoll.modify(listener.fd, 0)  # type: ignore[union-attr]
+                    return
                 try:
-                    while os.read(self._wake_r, 4096):
-                        pass
-                except BlockingIOError:
-                    pass
-                while self._commands:
-                    kind, arg, fut = self._commands.popleft()
-                    if kind == "stop":
+                    sock, _ = listener.sock.accept()
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as exc:
+                    if exc.errno in _FD_SHORTAGE:
+                        self._pause(listener, exc)
                         return
-                    try:
-                        value = self._command(kind, arg, poller, bound, by_sock)
-                    except BaseException as exc:
-                        if fut is not None:
-                            fut.set_exception(exc)
-                        else:
-                            log.debug("RPC loop command %s failed", kind, exc_info=True)
-                    else:
-                        if fut is not None:
-                            fut.set_result(value)
-        except Exception:  # pragma: no cover - a bug; keep the host alive and say so
-            log.exception("RPC loop crashed")
-        finally:
-            for b in bound.values():
-                b.sock.close(linger=0)
+                    continue  # ECONNABORTED and the like: that client is gone
+                if self.connections >= self._max_total:
+                    sock.close()  # the whole host is at its budget: refuse at once
+                    channel.refused_connections += 1
+                    continue
+                try:
+                    sock.setblocking(False)
+                    conn = Connection(sock, channel, self._epoll,  # type: ignore[arg-type]
+                                      self.max_message_bytes)
+                    conn.uid = _peer_uid(sock)
+                    listener.conns.add(conn)
+                    with self._lock:
+                        self._handlers[conn.fd] = conn
+                    self._epoll.register(conn.fd, select.EPOLLIN)  # type: ignore[union-attr]
+                except OSError:
+                    sock.close()
+                    continue
+            conn.send(zmtp.GREETING + zmtp.ready())
 
-    def _command(self, kind: str, arg: Any, poller: zmq.Poller,
-                 bound: dict[Channel, _Bound], by_sock: dict[Any, _Bound]) -> Any:
-        if kind == "send":
-            channel, ident, payload = arg
-            b = bound.get(channel)
-            if b is not None:
-                self._send(b, ident, payload)
-            return None
-        if kind == "open":
-            channel = arg
-            assert self._ctx is not None
-            sock = self._ctx.socket(zmq.ROUTER)
-            try:
-                sock.setsockopt(zmq.LINGER, 0)
-                sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
-                sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-                sock.bind(channel.endpoint)
-            except zmq.ZMQError as exc:
-                sock.close(linger=0)
-                raise TransportError(f"cannot bind {channel.endpoint}: {exc}") from exc
-            b = _Bound(channel, sock)
-            bound[channel] = b
-            by_sock[sock] = b
-            poller.register(sock, zmq.POLLIN)
-            return None
-        if kind == "expect":
-            channel, uids = arg
-            b = bound.get(channel)
-            if b is not None:
-                b.uids = uids
-                pending, b.pending = b.pending, []
-                for frames, uid in pending:
-                    self._handle(b, frames, uid)
-            return None
-        if kind == "close":
-            b = bound.pop(arg, None)
-            if b is not None:
-                by_sock.pop(b.sock, None)
-                poller.unregister(b.sock)
-                b.sock.close(linger=0)
-            return None
-        raise AssertionError(kind)
+    def _pause(self, listener: _Listener, exc: OSError) -> None:
+        # under listener.lock
+        log.warning("accept() on %s failed (%s); pausing it", listener.channel.exec_id, exc)
+        listener.resume_at = time.monotonic() + EMFILE_PAUSE
+        with contextlib.suppress(OSError, ValueError):
+            self._epoll.modify(listener.fd, 0)  # type: ignore[union-attr]
+        self._paused.append(listener)
 
-    def _send(self, b: _Bound, ident: bytes, payload: bytes) -> None:
+    def _forget(self, fd: int, obj: _Listener | Connection) -> None:
+        """Stop routing ``fd``'s events to ``obj`` (not to a newer owner of the number)."""
+        with self._lock:
+            if self._handlers.get(fd) is obj:
+                del self._handlers[fd]
+
+    def _drop(self, conn: Connection) -> None:
+        self._unfinished.pop(conn, None)
+        self._forget(conn.fd, conn)
+        listener = self._listeners.get(conn.channel)
+        if listener is not None:
+            with listener.lock:
+                listener.conns.discard(conn)
+                if listener.full and not listener.closed:
+                    listener.full = False  # room again: take the next waiting client
+                    with contextlib.suppress(OSError, ValueError):
+                        self._epoll.modify(listener.fd, select.EPOLLIN)  # type: ignore[union-attr]
+        conn.close()
+
+    def _guarded(self, conn: Connection, mask: int) -> None:
+        """Serve one connection; whatever goes wrong with it stays with it."""
         try:
-            b.sock.send_multipart([ident, payload], zmq.NOBLOCK)
-        except zmq.ZMQError as exc:  # peer gone (EHOSTUNREACH) or not reading (EAGAIN)
-            log.debug("reply to a peer of %s dropped: %s", b.channel.exec_id, exc)
+            self._serve(conn, mask)
+        except zmtp.ProtocolViolation as exc:
+            log.debug("peer of %s dropped: %s", conn.channel.exec_id, exc)
+            self._drop(conn)
+        except Exception:
+            log.exception("serving a peer of %s failed; dropped it", conn.channel.exec_id)
+            self._drop(conn)
 
-    def _drain(self, b: _Bound) -> None:
-        for _ in range(BATCH):
-            try:
-                raw = b.sock.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
+    def _serve(self, conn: Connection, mask: int) -> None:
+        """A readiness event of one connection (``mask`` 0: only its unfinished input)."""
+        if conn.closed:  # closed from another thread (its execution ended)
+            self._unfinished.pop(conn, None)
+            return
+        if mask & select.EPOLLOUT:
+            conn.flush()
+        if mask:
+            if conn in self._unfinished or not mask & (select.EPOLLIN | _HUP):
+                return  # buffered input goes first; it has its own turn
+            if not conn.reading:
+                if mask & _HUP:
+                    self._drop(conn)
                 return
-            except zmq.ZMQError as exc:  # pragma: no cover - defensive
-                log.debug("recv on %s failed: %s", b.channel.exec_id, exc)
+            data = conn.recv()
+            if data is None:
                 return
-            frames = [f.bytes for f in raw]
-            uid = None if b.peers.get(frames[0]) else _peer_uid(raw[-1])
-            self._handle(b, frames, uid)
+            if not data:
+                self._drop(conn)
+                return
+            conn.decoder.feed(data)
+        messages = conn.decoder.messages()
+        try:
+            for n, msg in enumerate(messages, 1):
+                if conn.closed:
+                    return
+                self._message(conn, msg)
+                if n >= MESSAGE_BATCH:
+                    self._unfinished[conn] = None  # the rest next turn, after the others
+                    return
+            self._unfinished.pop(conn, None)
+        finally:
+            messages.close()
 
-    def _handle(self, b: _Bound, frames: list[bytes], uid: int | None = None) -> None:
-        ident = frames[0]
-        authed = b.peers.get(ident)
-        if authed is False:
+    def _message(self, conn: Connection, msg: zmtp.Message) -> None:
+        if msg.command:
+            if msg.command == b"PING":
+                conn.send(zmtp.command(b"PONG", msg.data[2:18]))
+            elif msg.command == b"ERROR":
+                self._drop(conn)
+            return  # other commands are ignored (RFC 37)
+        if conn.authed is False:
             return  # denied earlier: ignored for good
-        if authed is None:
+        if conn.authed is None:
             # the peer's credentials first, before anything it sent is parsed
-            if b.channel.check_peer and b.uids is None:
-                if len(b.pending) < MAX_PENDING:
-                    b.pending.append((frames, uid))
+            listener = self._listeners.get(conn.channel)
+            if listener is not None and conn.channel.check_peer and listener.uids is None:
+                if len(listener.pending) < MAX_PENDING:
+                    listener.pending.append((conn, msg.parts))
                 return
-            if b.uids is not None and (uid is None or uid not in b.uids):
-                b.peers[ident] = False
-                b.channel.denied_peers += 1
+            if listener is not None and listener.uids is not None and (
+                    conn.uid is None or conn.uid not in listener.uids):
+                conn.authed = False
+                conn.channel.denied_peers += 1
                 log.warning("execution %s: a process of uid %s connected to its socket; "
-                            "ignored", b.channel.exec_id, uid)
+                            "ignored", conn.channel.exec_id, conn.uid)
                 return
-            self._greet(b, ident, frames)
+            self._greet(conn, msg.parts)
             return
-        if len(frames) != 2:
-            self._send(b, ident, protocol.error(None, "a message must be a single frame"))
+        if len(msg.parts) != 1:
+            conn.reply(protocol.error(None, "a message must be a single frame"))
             return
-        msg = protocol.parse(frames[1])
-        if isinstance(msg, protocol.Invalid):
-            self._send(b, ident, protocol.error(msg.id, msg.error))
-        elif isinstance(msg, protocol.Hello):
-            self._send(b, ident, protocol.error(None, "already authenticated"))
+        parsed = protocol.parse(msg.parts[0])
+        if isinstance(parsed, protocol.Invalid):
+            conn.reply(protocol.error(parsed.id, parsed.error))
+        elif isinstance(parsed, protocol.Hello):
+            conn.reply(protocol.error(None, "already authenticated"))
         else:
-            self._dispatch(b, ident, msg)
+            self._dispatch(conn, parsed)
 
-    def _greet(self, b: _Bound, ident: bytes, frames: list[bytes]) -> None:
-        channel = b.channel
-        if len(b.peers) >= MAX_PEERS:
-            return
-        msg = protocol.parse(frames[1]) if len(frames) == 2 else None
+    def _greet(self, conn: Connection, parts: tuple[bytes, ...]) -> None:
+        channel = conn.channel
+        msg = protocol.parse(parts[0]) if len(parts) == 1 else None
         if isinstance(msg, protocol.Hello) and channel.authenticate(msg.exec_id, msg.token):
-            b.peers[ident] = True
+            conn.authed = True
             channel.hello.set()  # before the welcome: whoever sees the welcome sees this
-            self._send(b, ident, protocol.welcome(channel.exec_id, channel.max_tool_calls,
-                                                 self.max_message_bytes))
+            conn.reply(protocol.welcome(channel.exec_id, channel.max_tool_calls,
+                                        self.max_message_bytes))
             return
-        b.peers[ident] = False
+        conn.authed = False
+        channel.denied_peers += 1
         why = ("bad credentials" if isinstance(msg, protocol.Hello)
                else "the first message must be a hello")
-        self._send(b, ident, protocol.denied(why))
+        conn.reply(protocol.denied(why))
 
-    def _dispatch(self, b: _Bound, ident: bytes, call: protocol.Call) -> None:
-        channel = b.channel
+    def _dispatch(self, conn: Connection, call: protocol.Call) -> None:
+        channel = conn.channel
         generation = channel.generation  # read first: a call never runs in a later cell
         refusal = channel.admit(call.tool)
         if refusal is not None:
-            text = json.dumps({"error": refusal}, ensure_ascii=False)
-            self._send(b, ident, protocol.result(call.id, text))
+            conn.reply(protocol.result(call.id, json.dumps({"error": refusal},
+                                                           ensure_ascii=False)))
             return
-        job = _CallJob(self, channel, ident, call, generation)
+        job = _CallJob(self, conn, call, generation)
         if channel.enqueue(job):
-            self._run_calls(channel, job)
+            self._submit(job)
 
-    def _run_calls(self, channel: Channel, job: _CallJob | None) -> None:
-        """Run ``job`` (which holds one of ``channel``'s slots) on a pool worker; when it is
-        done, that worker and slot go on to the channel's next waiting call. A call the
-        exhausted pool cannot take is answered with an error result, its budget given back,
-        and the slot passed to the next waiting call (which tries the pool again)."""
+    def _submit(self, job: _CallJob | None) -> None:
+        """Hand ``job`` (holding one of its execution's slots) to the pool. A job the pool
+        refuses (abandoned calls hold it) is answered with an error, its budget given
+        back, and the slot passed to the execution's next waiting call."""
         while job is not None:
             try:
-                if self._pool.try_submit(job):
+                if self._pool.submit(job):
                     return
             except RuntimeError:  # the pool is closed: the server is shutting down
                 pass
             job.refuse(busy_message(self._pool.max_workers))
-            job = channel.next_job()  # type: ignore[assignment]
+            job = job.channel.next_job()  # type: ignore[assignment]
 
 
 class _CallJob:
     """One admitted tool call, run by a pool worker."""
 
-    def __init__(self, server: RpcServer, channel: Channel, ident: bytes,
-                 call: protocol.Call, generation: int = 0) -> None:
-        self.server, self.channel, self.ident, self.call = server, channel, ident, call
-        self.generation, self.handler = generation, channel.handler
+    __slots__ = ("call", "channel", "conn", "generation", "handler", "server")
+
+    def __init__(self, server: RpcServer, conn: Connection, call: protocol.Call,
+                 generation: int = 0) -> None:
+        self.server, self.conn, self.call = server, conn, call
+        self.channel = conn.channel
+        # the cell (session kernel) it was admitted in, and that cell's handler
+        self.generation, self.handler = generation, conn.channel.handler
+
+    @property
+    def abandoned(self) -> bool:
+        return self.channel.closed
 
     def __call__(self) -> None:
-        """Run this call, then (same worker, same slot) the execution's next waiting ones."""
-        job: _CallJob | None = self
-        while job is not None:
-            job.run_one()
-            job = self.channel.next_job()  # type: ignore[assignment]
+        """Run this call; the execution's next waiting call goes to the back of the pool's
+        queue (fair to other executions)."""
+        self.run_one()
+        self.server._submit(self.channel.next_job())  # type: ignore[arg-type]
 
     def run_one(self) -> None:
         channel, call = self.channel, self.call
@@ -371,7 +558,7 @@ class _CallJob:
             if channel.closed:
                 return  # the execution ended while the call waited
             if not channel.current(self.generation):  # its cell ended while it waited
-                self.server._reply(channel, self.ident, protocol.result(
+                self.conn.reply(protocol.result(
                     call.id, json.dumps({"error": late_message()})))
                 return
             try:
@@ -382,36 +569,27 @@ class _CallJob:
             if not isinstance(text, str):
                 text = json.dumps(text, ensure_ascii=False, default=str)
             if not channel.closed:  # else abandoned: the late result is dropped
-                self.server._reply(channel, self.ident, protocol.result(call.id, text))
-        except Exception:  # pragma: no cover - a bug; the next call must still run
+                self.conn.reply(protocol.result(call.id, text))
+        except Exception:  # a bug; the call still gets exactly one reply
             log.exception("tool call %s failed", call.tool)
+            self.conn.reply(protocol.result(call.id, json.dumps(
+                {"error": "Tool execution failed: the host could not send the result"})))
         finally:
             channel.finished()
 
     def refuse(self, reason: str) -> None:
         self.channel.refund()
         if not self.channel.closed:
-            self.server._reply(self.channel, self.ident, protocol.result(
+            self.conn.reply(protocol.result(
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
 
 
-def busy_message(workers: int) -> str:
-    return (f"Tool call refused: all {workers} host worker threads for tool calls are busy "
-            "(calls that never returned hold them; see code_execution.max_tool_threads). "
-            "Try again later.")
-
-
-def _peer_uid(frame: zmq.Frame) -> int | None:
-    """The uid of the process that sent ``frame``: libzmq reads the connection's
-    ``SO_PEERCRED`` when it accepts an ipc connection and reports it in the frame's
-    ``Peer-Address`` as ``<host>:<uid>:<gid>:<pid>``. None when unknown."""
+def _peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of an accepted Unix socket (``SO_PEERCRED``:
+    the credentials it had when it connected); None when unknown."""
     try:
-        address = frame.get("Peer-Address")
-    except (zmq.ZMQError, AttributeError):
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
         return None
-    parts = str(address).rsplit(":", 3)
-    try:
-        return int(parts[1]) if len(parts) == 4 else None
-    except ValueError:
-        return None
-
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)

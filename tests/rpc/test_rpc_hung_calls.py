@@ -10,7 +10,7 @@ import pytest
 
 from execengine.rpc import RpcServer
 from execengine.rpc.pool import WorkerPool
-from execengine.rpc.server import busy_message
+from execengine.rpc.server import busy_message, waited_message
 
 
 class Hang:
@@ -74,8 +74,9 @@ def test_hung_calls_of_one_execution_leave_workers_for_another(rpc, hang):
 
 @pytest.fixture
 def small(rpc):
-    """The harness over a server with 2 workers, at most 2 calls of one execution on them."""
-    server = RpcServer(max_workers=2, max_parallel_calls=2)
+    """The harness over a server with 2 workers, at most 2 calls of one execution on them,
+    and a queued call waiting at most 1 s for a worker."""
+    server = RpcServer(max_workers=2, max_parallel_calls=2, max_wait=1.0)
     h = type(rpc)(server, rpc.ctx)
     try:
         yield h
@@ -85,7 +86,33 @@ def small(rpc):
         server.close()
 
 
-def test_an_exhausted_pool_answers_at_once_with_an_error(small, hang):
+def test_a_pool_held_by_abandoned_calls_answers_at_once_with_an_error(small, hang):
+    a = small.open(allowed=("hang",), handler=hang)
+    pa = small.peer(a)
+    pa.hello(a.exec_id, a.test_token)
+    pa.call("1", "hang")
+    pa.call("2", "hang")
+    hang.wait_entered("hang", 2)
+    a.close()  # its two hung calls are abandoned and hold both workers
+    with small.open(allowed=("echo",), handler=hang) as b:
+        pb = small.peer(b)
+        pb.hello(b.exec_id, b.test_token)
+        started = time.monotonic()
+        pb.call("x", "echo")
+        reply = pb.recv()
+        assert time.monotonic() - started < 0.5  # at once, not after the bounded wait
+        assert reply["id"] == "x"
+        assert json.loads(reply["result"]) == {"error": busy_message(2)}
+        assert b.tool_calls_made == 0  # refused calls do not use the budget
+        hang.release.set()
+        _wait_idle(small.server)
+        pb.call("y", "echo")
+        assert json.loads(pb.recv()["result"])["tool"] == "echo"
+        assert b.tool_calls_made == 1
+    assert pa.silent(0.2)
+
+
+def test_calls_queue_behind_live_busy_workers_and_run_when_one_frees(small, hang):
     a = small.open(allowed=("hang",), handler=hang)
     pa = small.peer(a)
     pa.hello(a.exec_id, a.test_token)
@@ -96,17 +123,31 @@ def test_an_exhausted_pool_answers_at_once_with_an_error(small, hang):
         pb = small.peer(b)
         pb.hello(b.exec_id, b.test_token)
         pb.call("x", "echo")
-        reply = pb.recv()
-        assert reply["id"] == "x"
-        assert json.loads(reply["result"]) == {"error": busy_message(2)}
-        assert b.tool_calls_made == 0  # refused calls do not use the budget
-        a.close()
+        assert pb.silent(0.2)  # queued, not refused: the busy calls' execution still runs
+        assert small.server._pool.queued == 1
         hang.release.set()
-        _wait_idle(small.server)
-        pb.call("y", "echo")
         assert json.loads(pb.recv()["result"])["tool"] == "echo"
-        assert b.tool_calls_made == 1
-    assert pa.silent(0.2)
+        assert {pa.recv()["id"], pa.recv()["id"]} == {"1", "2"}
+    a.close()
+
+
+def test_a_queued_call_waits_a_bounded_time(small, hang):
+    a = small.open(allowed=("hang",), handler=hang)
+    pa = small.peer(a)
+    pa.hello(a.exec_id, a.test_token)
+    pa.call("1", "hang")
+    pa.call("2", "hang")
+    hang.wait_entered("hang", 2)
+    with small.open(allowed=("echo",), handler=hang) as b:
+        pb = small.peer(b)
+        pb.hello(b.exec_id, b.test_token)
+        started = time.monotonic()
+        pb.call("x", "echo")
+        reply = pb.recv()
+        assert 0.9 < time.monotonic() - started < 3.0
+        assert json.loads(reply["result"]) == {"error": waited_message(1.0)}
+        assert b.tool_calls_made == 0
+    a.close()
 
 
 def test_waiting_calls_inherit_the_worker_of_a_finished_one(small):
@@ -122,21 +163,33 @@ def test_waiting_calls_inherit_the_worker_of_a_finished_one(small):
         assert small.server._pool.size == 2
 
 
-def test_try_submit_never_queues():
-    pool = WorkerPool(2)
+def test_pool_refuses_only_when_abandoned_jobs_hold_it():
+    class Job:
+        def __init__(self, gate: threading.Event, abandoned: bool = False) -> None:
+            self.gate, self.abandoned = gate, abandoned
+
+        def __call__(self) -> None:
+            self.gate.wait(5)
+
+    pool = WorkerPool(2, max_wait=60)
     gate = threading.Event()
     try:
-        assert pool.try_submit(lambda: gate.wait(5))
-        assert pool.try_submit(lambda: gate.wait(5))
-        assert not pool.try_submit(lambda: None)
-        assert pool.busy == 2
+        live = Job(gate)
+        assert pool.submit(live) and pool.submit(Job(gate, abandoned=True))
+        deadline = time.monotonic() + 5
+        while len(pool._running) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert pool.submit(Job(threading.Event()))  # queued: a live job holds a worker
+        assert pool.queued == 1
+        live.abandoned = True  # now nothing would ever free a worker
+        assert not pool.submit(Job(threading.Event()))
+        assert len(pool.expired()) == 1  # the queued one is handed back at once too
     finally:
         gate.set()
     deadline = time.monotonic() + 5
     while pool.busy:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert pool.try_submit(lambda: None) and pool.size == 2
+    assert pool.size == 2
     pool.close()
-    with pytest.raises(RuntimeError):
-        pool.try_submit(lambda: None)

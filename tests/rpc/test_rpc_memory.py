@@ -119,30 +119,34 @@ def test_calls_beyond_the_per_execution_cap_wait_their_turn(server):
         assert ch.tool_calls_made == 5
 
 
-def test_an_exhausted_pool_refuses_at_once_and_gives_the_budget_back():
-    release = threading.Event()
+def test_a_pool_held_by_abandoned_calls_refuses_at_once_and_gives_the_budget_back():
+    release, entered = threading.Event(), threading.Event()
 
     def hang(tool, args):
+        entered.set()
         release.wait(5)
         return "{}"
 
     server = MemoryServer(max_workers=1, max_parallel_calls=4)
-    with server, _open(server, hang) as a, \
-            server.open(exec_id="e2", token="u" * 64, allowed=["echo"], handler=echo,
-                        max_tool_calls=5) as b:
+    with server, server.open(exec_id="e2", token="u" * 64, allowed=["echo"], handler=echo,
+                             max_tool_calls=5) as b:
+        a = _open(server, hang)
         pa, pb = server.connect(a.socket_path), server.connect(b.socket_path)
         pa.hello("e1", "t" * 64)
         pb.hello("e2", "u" * 64)
         pa.start_call("h", "hang")
+        assert entered.wait(5)
         deadline = time.monotonic() + 5
-        while server.pool.busy < 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.001)
+        a.close()  # its hung call is abandoned and holds the only worker
         out = pb.call("echo")
-        assert "host worker threads for tool calls are busy" in out["error"]
+        assert "held by calls that never returned" in out["error"]
         assert b.tool_calls_made == 0  # refunded
         release.set()
-        assert pa.recv(id="h")["type"] == "result"
+        while server.pool.busy:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        assert pb.call("echo") == {"tool": "echo", "args": {}}
+        assert b.tool_calls_made == 1
 
 
 def test_a_closed_channel_drops_waiting_calls_and_late_results(server):

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from execengine.rpc import protocol
 from execengine.rpc.protocol import Call, Hello, Invalid, parse
 
@@ -40,3 +42,28 @@ def test_replies_are_versioned_json():
     assert json.loads(protocol.error(None, "bad"))["id"] is None
     assert json.loads(protocol.welcome("e", 5))["max_tool_calls"] == 5
     assert json.loads(protocol.denied("no"))["type"] == "denied"
+
+
+# -- containment: nesting bounded before decoding, replies that cannot fail to encode ----
+
+def test_too_deep_counts_only_brackets_outside_strings():
+    assert protocol.too_deep(b'{"a":"' + b"[" * 10_000 + b'"}') is None
+    assert protocol.too_deep(b"[" * 64 + b"]" * 64) is None
+    assert "deeper than 64" in (protocol.too_deep(b"[" * 65 + b"]" * 65) or "")
+    assert "nested values" in (protocol.too_deep(b"[]" * 1_000_001) or "")
+
+
+@pytest.mark.parametrize("frame", [b"[" * 100_000, b'{"v":1,"a":' + b"{" * 5000,
+                                   b'{"v":1,"type":"call","id":"1","tool":"t","args":'
+                                   + b'{"x":' * 70 + b"1" + b"}" * 71])
+def test_deep_frames_are_invalid_not_a_recursion_error(frame):
+    assert isinstance(protocol.parse(frame), protocol.Invalid)
+
+
+def test_replies_with_lone_surrogates_encode():
+    for payload in (protocol.result("\ud800", "name \udcff.txt"),
+                    protocol.error("\udc80", "bad \ud800"), protocol.denied("\udfff")):
+        decoded = json.loads(payload)
+        assert decoded["v"] == 1
+    assert json.loads(protocol.result("1", "é"))["result"] == "é"  # plain text stays UTF-8
+    assert b"\xc3\xa9" in protocol.result("1", "é")

@@ -1,0 +1,190 @@
+"""A SIGKILLed host: everything of its execution dies within 1 s, and the next engine start
+removes what is left (cgroups, ACL grants, private tmp folders, staging/socket dirs).
+
+The script forks a ``setsid`` + double-forked stray and a plain child, both re-exec'd with
+a marker in their command line, and then sleeps. Each level is run for real; a level this
+host cannot provide is skipped with the reason (``execengine doctor``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from execengine.hostdirs import parse_owner
+from execengine.isolation import acl, cgroups, detect
+from execengine.isolation.uids import SANDBOX_GID
+
+HOST = textwrap.dedent("""
+    import sys
+    from execengine.config import Config
+    from execengine.engine import Engine
+    from execengine.registry import ToolRegistry
+    level, workdir, script = sys.argv[1:4]
+    cfg = Config().with_overrides({"code_execution.isolation": level,
+                                   "code_execution.timeout": 120})
+    with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg) as e:
+        e.execute(open(script).read(), cwd=workdir)
+""")
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    def stray(detach):
+        pid = os.fork()
+        if pid:
+            return pid
+        if detach:
+            os.setsid()
+            if os.fork():
+                os._exit(0)
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)",
+                                  {marker!r}])
+    os.waitpid(stray(True), 0)
+    stray(False)
+    with open({ready!r} + ".tmp", "w") as fh:
+        fh.write("1")
+    os.rename({ready!r} + ".tmp", {ready!r})
+    time.sleep(600)
+""")
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        if marker in (p.info["cmdline"] or []):
+            found.append(p)
+    return found
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:  # exited meanwhile (a short-lived helper of the spawner)
+        return []
+
+
+def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
+    out = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+def tagged(root: str, prefix: str, pid: int) -> list[str]:
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return [os.path.join(root, n) for n in names
+            if (o := parse_owner(n, prefix)) is not None and o[0] == pid]
+
+
+def cgroup_dirs_of(pid: int) -> list[str]:
+    try:
+        layout = cgroups.discover()
+    except OSError:
+        return []
+    parents = [p for p in (layout.v2_parent, *(d for _, d in layout.v1_parents)) if p]
+    return [d for parent in parents for d in tagged(parent, cgroups.PREFIX, pid)]
+
+
+@pytest.fixture
+def private_tmp(monkeypatch):
+    root = tempfile.mkdtemp(prefix="ee-hd-", dir="/tmp")
+    os.chmod(root, 0o755)
+    monkeypatch.setenv("TMPDIR", root)
+    monkeypatch.setattr(tempfile, "tempdir", root)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+LEVELS = ["none", "restricted", "isolated"]
+
+
+@pytest.mark.parametrize("also_spawner", [False, True], ids=["host", "host+spawner"])
+@pytest.mark.parametrize("level", LEVELS)
+def test_sigkilled_host_leaves_nothing(level, also_spawner, private_tmp):
+    report = detect()
+    if not report.levels.get(level):
+        pytest.skip(f"level {level} not available: {report.reasons.get(level)}")
+    if level == "none" and also_spawner:
+        pytest.skip("level none has no spawner")
+    marker = f"execengine-test-{secrets.token_hex(6)}"
+    workdir = Path(private_tmp) / "work"
+    workdir.mkdir(mode=0o755)
+    ready = workdir / "ready"
+    script = Path(private_tmp) / "script.py"
+    script.write_text(SCRIPT.format(marker=marker, ready=str(ready)))
+    host = subprocess.Popen([sys.executable, "-c", HOST, level, str(workdir), str(script)])
+    strays: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert host.poll() is None, "the host exited early"
+            assert time.monotonic() < deadline, "the script never got ready"
+            time.sleep(0.02)
+        family = psutil.Process(host.pid).children(recursive=True)
+        strays = marked(marker)
+        assert len(strays) == 2
+        # the spawner is the host's own child (its forks, the sandbox entries, share its
+        # command line but are the execution's)
+        spawners = [p for p in psutil.Process(host.pid).children()
+                    if "execengine.isolation._spawnserver" in " ".join(_cmdline(p))]
+        if also_spawner:
+            for p in spawners:
+                p.kill()
+        host.kill()
+        killed_at = time.monotonic()
+        host.wait(5)
+        victims = [p for p in family if p not in spawners] + strays
+        if not also_spawner:
+            while alive(victims) and time.monotonic() - killed_at < 5:
+                time.sleep(0.01)
+            took = time.monotonic() - killed_at
+            print(f"\n{level}: everything of the execution gone {took * 1000:.0f} ms after "
+                  "the host was SIGKILLed")
+            assert alive(victims) == [], f"still running {took:.2f} s after the host died"
+            assert took < 1.0, f"the execution took {took:.2f} s to die with its host"
+        # the next engine start removes what the dead host left
+        from execengine.config import Config
+        from execengine.engine import Engine
+        from execengine.registry import ToolRegistry
+
+        cfg = Config().with_overrides({"code_execution.isolation": level})
+        with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg):
+            pass
+        deadline = time.monotonic() + 3
+        while alive(victims) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert alive(victims) == [], [(p.pid, _cmdline(p)) for p in alive(victims)]
+        assert cgroup_dirs_of(host.pid) == [], [
+            (d, Path(d, "cgroup.procs").read_text()) for d in cgroup_dirs_of(host.pid)]
+        left = [d for prefix in ("execengine-tmp-", "execengine-run-", "execengine-rpc-",
+                                 "execengine-runtime-")
+                for d in tagged(private_tmp, prefix, host.pid)]
+        assert left == []
+        if os.geteuid() == 0 and level != "none":
+            assert acl.group_perm(str(workdir), SANDBOX_GID) is None
+            assert acl.read(str(workdir), acl.DEFAULT) == [] or all(
+                not (tag == acl.GROUP and ident == SANDBOX_GID)
+                for tag, _, ident in acl.read(str(workdir), acl.DEFAULT))
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait(5)
+        for p in alive(strays):
+            p.kill()
