@@ -17,18 +17,38 @@ import statistics
 import subprocess
 import sys
 
+#: the round trips, and the script's CPU time and context switches per call
+_ROUND_TRIPS = """
+import json, resource, time
+from hermes_tools import web_search
+web_search()
+t = []
+ru0, c0 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+for _ in range({n}):
+    t0 = time.perf_counter()
+    web_search()
+    t.append(time.perf_counter() - t0)
+ru1, c1 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+print(json.dumps([t, (c1 - c0) / {n}, (ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw
+                                      - ru0.ru_nivcsw) / {n}]))
+"""
+
 _WORKER = r"""
-import json, sys
-from execengine.bench.speed import noop_engine, _ROUND_TRIPS, _GATHERED
+import json, resource, sys, time
+from execengine.bench.speed import noop_engine, _GATHERED
 from execengine.config import Config
 with noop_engine(Config(), "none", **{"code_execution.mode": "strict"}) as engine:
     for line in sys.stdin:
         kind, n = line.split()
-        script = (_ROUND_TRIPS.format(n=int(n)) if kind == "rt"
+        script = (ROUND_TRIPS.format(n=int(n)) if kind == "rt"
                   else _GATHERED.format(n=int(n), sleep=0.05))
+        c0, ru0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
         r = engine.execute(script)
-        print(r.output.strip() if r.output.strip() else json.dumps({"error": r.stderr}),
-              flush=True)
+        host = (time.process_time() - c0) / int(n)
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        switches = (ru1.ru_nvcsw + ru1.ru_nivcsw - ru0.ru_nvcsw - ru0.ru_nivcsw) / int(n)
+        out = json.loads(r.output) if r.output.strip() else {"error": r.stderr}
+        print(json.dumps(out + [host, switches] if kind == "rt" else out), flush=True)
 """
 
 
@@ -47,17 +67,22 @@ def main() -> None:
     procs = []
     for tree in opts.trees:
         env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER], env=env, text=True,
+        worker = f"ROUND_TRIPS = {_ROUND_TRIPS!r}\n{_WORKER}"
+        procs.append(subprocess.Popen([sys.executable, "-c", worker], env=env, text=True,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       cwd="/"))
     times: list[list[float]] = [[] for _ in procs]
+    cpu: list[list[tuple[float, float, float, float]]] = [[] for _ in procs]
     gathered: list[list[float]] = [[] for _ in procs]
     try:
         for _ in range(opts.rounds):
             for i, p in enumerate(procs):
                 p.stdin.write(f"rt {opts.calls}\n")  # type: ignore[union-attr]
                 p.stdin.flush()  # type: ignore[union-attr]
-                times[i].extend(json.loads(p.stdout.readline()))  # type: ignore[union-attr]
+                ts, child_cpu, switches, host_cpu, host_switches = json.loads(
+                    p.stdout.readline())  # type: ignore[union-attr]
+                times[i].extend(ts)
+                cpu[i].append((child_cpu, switches, host_cpu, host_switches))
         for _ in range(opts.gathered):
             for i, p in enumerate(procs):
                 p.stdin.write("ga 100\n")  # type: ignore[union-attr]
@@ -68,10 +93,16 @@ def main() -> None:
         for p in procs:
             p.stdin.close()  # type: ignore[union-attr]
             p.wait(30)
-    for tree, ts, gs in zip(opts.trees, times, gathered, strict=True):
+    for tree, ts, cs, gs in zip(opts.trees, times, cpu, gathered, strict=True):
         us = [t * 1e6 for t in ts]
-        line = (f"{tree}: median {statistics.median(us):7.1f} us  p90 {_quantile(us, .9):7.1f}"
-                f"  p99 {_quantile(us, .99):7.1f}  (n={len(us)})")
+        child_cpu, switches, host_cpu, host_switches = (
+            statistics.median(c[k] for c in cs) for k in range(4))
+        line = (f"{tree}:\n  round trip p10 {_quantile(us, .1):6.1f} us  median "
+                f"{statistics.median(us):6.1f}  p90 {_quantile(us, .9):7.1f}  p99 "
+                f"{_quantile(us, .99):7.1f}  (n={len(us)})\n  per call: script CPU "
+                f"{child_cpu * 1e6:.1f} us, {switches:.2f} context switches; host CPU "
+                f"{host_cpu * 1e6:.1f} us, {host_switches:.2f} context switches (both "
+                "with the launch)")
         if gs:
             line += f"  gathered/alone median {statistics.median(gs):.3f}"
         print(line)
