@@ -181,6 +181,8 @@ class RpcClient:
             except ToolCallError as exc:
                 self._failure = str(exc)
                 raise
+            # the connecting call reads its own reply; the reader waits its turn
+            self._released_at = time.monotonic()
             self._reader = threading.Thread(target=self._read_loop, name="execengine-rpc",
                                             daemon=True)
             self._reader.start()
