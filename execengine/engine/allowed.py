@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from execengine.context import CallContext
+from execengine.errors import UnknownToolError
 from execengine.registry import ToolRegistry
 from execengine.rpc.channel import CallHandler
 
@@ -66,10 +67,15 @@ def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHan
     context = context.replace(origin="execute_code")
 
     def handle(tool: str, args: dict[str, Any]) -> str:
-        if not script_safe(registry, tool):
+        # one registry lookup per call (this runs for every call of every script)
+        try:
+            policy = registry.get(tool).policy
+        except UnknownToolError:
+            policy = None
+        if policy is None or not policy.script_callable or policy.agent_level:
             return json.dumps({"error": f"{tool} is not callable from execute_code scripts"})
-        hidden = registry.get(tool).policy.hidden_params
-        used = sorted(p for p in hidden if p in args)
+        hidden = policy.hidden_params
+        used = sorted(p for p in hidden if p in args) if hidden else None
         if used:
             return json.dumps({"error": f"{tool} from execute_code does not take "
                                         f"{', '.join(used)}: not allowed from scripts"})
