@@ -253,7 +253,7 @@ class RpcClient:
 
     # -- reading (leader/follower) ------------------------------------------------------
 
-    def _read_one(self, conn, idle: bool = False) -> bool:
+    def _read_one(self, conn: zmtp.ZmtpConnection, idle: bool = False) -> bool:
         """Read one message (None after a heartbeat, with ``idle``) and hand it on. False
         when the connection is over: every waiter has been failed and it is closed."""
         try:
@@ -275,7 +275,7 @@ class RpcClient:
         conn.close()
         return False
 
-    def _take_role(self, waiter) -> bool:
+    def _take_role(self, waiter: _Waiter | _AsyncWaiter) -> bool:
         """Take the read role for ``waiter``'s thread if it is free (True); else wake the
         background reader when the holder may not read for ``waiter``."""
         with self._role:
@@ -293,7 +293,7 @@ class RpcClient:
             if self._pending:  # someone else still waits: the background reader reads
                 self._role.notify()
 
-    def _lead(self, waiter) -> None:
+    def _lead(self, waiter: _Waiter) -> None:
         """Read (holding the role) until ``waiter`` is answered."""
         conn = self._conn
         try:
