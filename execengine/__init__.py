@@ -5,7 +5,7 @@ Where things live:
 - ``config`` (+ ``_configload``): the typed configuration and the YAML loader.
 - ``registry``, ``toolsets``, ``schema``, ``discovery``, ``dispatch``: the tool runtime;
   ``policy`` (what a tool may be used for) and ``context`` (what a call carries).
-- ``tools/``: built-in tool modules (found by an AST scan), with their helpers in
+- ``tools/``: built-in tool modules (listed in ``discovery.BUILTIN_TOOL_MODULES``), helpers in
   ``fileops/``, ``terminal/``, ``approval/`` and ``web/``.
 - ``engine/`` (execute_code), ``rpc/`` (the host end of the ZMTP RPC), ``launch/`` (the
   launcher seam, level ``none``) and ``isolation/`` (levels ``restricted`` and ``isolated``).
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from execengine.agent import (
         ChatCompletionsClient,
         ConversationResult,
-        ModelError,
         ToolCallPipeline,
         install_agent_handlers,
         repair_transcript,
@@ -45,23 +44,27 @@ if TYPE_CHECKING:
     )
     from execengine.config import Config, load_config
     from execengine.context import CallContext, ToolContext
+    from execengine.discovery import ToolSpecs
     from execengine.dispatch import Refuse
     from execengine.engine import Engine, ExecutionResult, aexecute_code, execute_code
     from execengine.errors import (
         ConfigError,
         ExecEngineError,
+        FileOpError,
         HandshakeError,
         IsolationError,
+        ModelError,
         PluginError,
         SandboxError,
         SchemaError,
+        TerminalError,
         ToolConflictError,
         ToolError,
         TransportError,
         UnknownToolError,
         UnknownToolsetError,
+        WebError,
     )
-    from execengine.fileops.errors import FileOpError
     from execengine.isolation import make_launcher
     from execengine.launch import Child, Launcher, LaunchLimits, LaunchSpec
     from execengine.policy import ToolPolicy
@@ -69,14 +72,11 @@ if TYPE_CHECKING:
         Availability,
         ToolEntry,
         ToolRegistry,
-        ToolSpecs,
         default_registry,
         get_tool_definitions,
         handle_function_call,
     )
-    from execengine.terminal import TerminalError
     from execengine.toolsets import Toolset
-    from execengine.web.errors import WebError
 
 __version__ = "0.1.0"
 
@@ -95,13 +95,13 @@ _EXPORTS = {
     "Engine": "execengine.engine",
     "ExecEngineError": "execengine.errors",
     "ExecutionResult": "execengine.engine",
-    "FileOpError": "execengine.fileops.errors",
+    "FileOpError": "execengine.errors",
     "HandshakeError": "execengine.errors",
     "IsolationError": "execengine.errors",
     "LaunchLimits": "execengine.launch",
     "LaunchSpec": "execengine.launch",
     "Launcher": "execengine.launch",
-    "ModelError": "execengine.agent",
+    "ModelError": "execengine.errors",
     "PluginError": "execengine.errors",
     "PolicyApprover": "execengine.approval",
     "PromptApprover": "execengine.approval",
@@ -109,7 +109,7 @@ _EXPORTS = {
     "SandboxError": "execengine.errors",
     "SchemaError": "execengine.errors",
     "SmartApprover": "execengine.approval",
-    "TerminalError": "execengine.terminal",
+    "TerminalError": "execengine.errors",
     "ToolCallPipeline": "execengine.agent",
     "ToolConflictError": "execengine.errors",
     "ToolContext": "execengine.context",
@@ -117,12 +117,12 @@ _EXPORTS = {
     "ToolError": "execengine.errors",
     "ToolPolicy": "execengine.policy",
     "ToolRegistry": "execengine.registry",
-    "ToolSpecs": "execengine.registry",
+    "ToolSpecs": "execengine.discovery",
     "Toolset": "execengine.toolsets",
     "TransportError": "execengine.errors",
     "UnknownToolError": "execengine.errors",
     "UnknownToolsetError": "execengine.errors",
-    "WebError": "execengine.web.errors",
+    "WebError": "execengine.errors",
     "aexecute_code": "execengine.engine",
     "check_command": "execengine.approval",
     "default_registry": "execengine.registry",

@@ -1,24 +1,25 @@
-"""Reading ``config.yaml`` into :class:`execengine.config.Config`.
+"""Reading ``config.yaml`` into the configuration dataclasses of :mod:`execengine.config`.
 
-YAML is composed into nodes first so every error can name the line and column; values are
-then checked against the option declarations in :mod:`execengine.config` (types, choices,
-ranges, unknown keys with a close-match suggestion, duplicate keys).
+YAML is composed into nodes first so every error can name the line and column of the *key*
+at fault; values are then checked against the option declarations (types, choices, ranges,
+unknown keys with a close-match suggestion, duplicate keys). The root class is passed in
+(``load(path, Config)``), so this module does not import :mod:`execengine.config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import types
-import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
-from execengine.config import Config
+from execengine._configcheck import check_value, field_types
 from execengine.errors import ConfigError, did_you_mean
+
+C = TypeVar("C")
 
 ENV_VAR = "EXECENGINE_CONFIG"
 
@@ -40,21 +41,21 @@ def find_config(path: str | Path | None = None) -> tuple[Path | None, str]:
     return None, "no file (defaults)"
 
 
-def load(path: str | Path | None = None) -> Config:
+def load(path: str | Path | None, root: type[C]) -> C:
     found, why = find_config(path)
     if found is None:
-        return Config()
+        return root()
     try:
         text = found.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ConfigError(f"config file not found (from {why})", path=str(found)) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file: {exc}", path=str(found)) from exc
-    return parse(text, source=str(found))
+    return parse(text, root, source=str(found))
 
 
-def parse(text: str, *, source: str = "<string>") -> Config:
-    """Validate YAML text into a :class:`Config` (``ConfigError`` on any problem)."""
+def parse(text: str, root: type[C], *, source: str = "<string>") -> C:
+    """Validate YAML text into ``root`` (``ConfigError`` on any problem)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -68,21 +69,23 @@ def parse(text: str, *, source: str = "<string>") -> Config:
     except yaml.YAMLError as exc:
         raise ConfigError(f"YAML error: {exc}", path=source) from exc
     if node is None:
-        return Config(source=source)
+        return root(source=source)  # type: ignore[call-arg]
     data = _Located(node, source)
     origins: dict[str, str] = {}
-    values = _build(Config, data, "", source, origins)
-    return Config(**values, source=source, origins=origins)
+    values = _build(root, data, "", source, origins)
+    return root(**values, source=source, origins=origins)  # type: ignore[call-arg]
 
 
 class _Located:
-    """A YAML node with its position, converted lazily."""
+    """A YAML node, positioned at its key (``at``) when it is a mapping's value: errors
+    about a value point at the key that holds it, wherever the value itself starts."""
 
-    def __init__(self, node: yaml.Node, source: str) -> None:
+    def __init__(self, node: yaml.Node, source: str, at: yaml.Node | None = None) -> None:
         self.node = node
         self.source = source
-        self.line = node.start_mark.line + 1
-        self.column = node.start_mark.column + 1
+        mark = (at or node).start_mark
+        self.line = mark.line + 1
+        self.column = mark.column + 1
 
     def error(self, key: str, message: str) -> ConfigError:
         return ConfigError(message, path=self.source, key=key, line=self.line, column=self.column)
@@ -99,7 +102,7 @@ class _Located:
                 raise _Located(knode, self.source).error(
                     _join(key, name), "duplicate key (it appears earlier in the same mapping)"
                 )
-            out[name] = _Located(vnode, self.source)
+            out[name] = _Located(vnode, self.source, at=knode)
         return out
 
     def scalar(self) -> Any:
@@ -125,7 +128,7 @@ def _build(
     cls: type, data: _Located, prefix: str, source: str, origins: dict[str, str]
 ) -> dict[str, Any]:
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     values: dict[str, Any] = {}
     for name, item in data.mapping(prefix).items():
         key = _join(prefix, name)
@@ -145,62 +148,10 @@ def _build(
     return values
 
 
-def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any], fail: Any) -> Any:
-    """Coerce and check one value against its declared type and constraints."""
-    meta = f.metadata
-    optional, base = _unwrap_optional(hint)
-    if value is None:
-        if optional:
-            return None
-        raise fail(key, f"expected {_describe(base)}, got null")
-    if typing.get_origin(base) is tuple:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise fail(key, f"expected a list of strings, got {value!r}")
-        return tuple(value)
-    if base is bool:
-        if not isinstance(value, bool):
-            raise fail(key, f"expected true or false, got {value!r}")
-    elif base is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(key, f"expected an integer, got {value!r}")
-    elif base is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(key, f"expected a number, got {value!r}")
-        value = float(value)
-    elif base is str and not isinstance(value, str):
-        raise fail(key, f"expected a string, got {value!r}")
-    choices = meta.get("choices")
-    if choices is not None and value not in choices:
-        shown = ", ".join(repr(c) if c is not None else "null" for c in choices)
-        hint_text = did_you_mean(value, [c for c in choices if c]) if isinstance(value, str) else ""
-        raise fail(key, f"expected one of {shown}, got {value!r}{hint_text}")
-    low, high = meta.get("min"), meta.get("max")
-    if low is not None and value < low:
-        raise fail(key, f"must be >= {low}, got {value!r}")
-    if high is not None and value > high:
-        raise fail(key, f"must be <= {high}, got {value!r}")
-    return value
-
-
-def _unwrap_optional(hint: Any) -> tuple[bool, Any]:
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
-        rest = [a for a in args if a is not type(None)]
-        return True, rest[0]
-    return False, hint
-
-
-def _describe(base: Any) -> str:
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
-    return names.get(base, "a list of strings")
-
-
-def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str) -> Config:
+def apply_overrides(config: C, overrides: Mapping[str, Any], *, origin: str) -> C:
     """Replace dotted keys (``{"code_execution.timeout": 5}``) with validated values."""
-    origins = dict(config.origins)
-    result = config
+    result: Any = config
+    origins = dict(result.origins)
     for dotted, value in overrides.items():
         parts = dotted.split(".")
         chain: list[Any] = [result]
@@ -214,18 +165,15 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any], *, origin: str
         if not _has_field(leaf_owner, leaf, section=False):
             raise ConfigError(f"unknown key{_suggest(leaf_owner, leaf)}", key=dotted)
         f = next(f for f in dataclasses.fields(leaf_owner) if f.name == leaf)
-        hint = typing.get_type_hints(type(leaf_owner))[leaf]
-
-        def fail(key: str, message: str) -> ConfigError:
-            return ConfigError(message, key=key)
-
-        new_value = check_value(dotted, value, hint, f, fail)
+        hint = field_types(type(leaf_owner))[leaf]
+        new_value = check_value(dotted, value, hint, f)
         replaced: Any = dataclasses.replace(leaf_owner, **{leaf: new_value})
         for owner, part in zip(reversed(chain[:-1]), reversed(parts[:-1]), strict=True):
             replaced = dataclasses.replace(owner, **{part: replaced})
         result = replaced
         origins[dotted] = origin
-    return dataclasses.replace(result, origins=origins)
+    done: C = dataclasses.replace(result, origins=origins)
+    return done
 
 
 def _has_field(obj: Any, name: str, *, section: bool) -> bool:

@@ -5,10 +5,12 @@ One YAML file, ``config.yaml``, is found by (first match wins): an explicit path
 below apply. It is parsed once into the frozen dataclasses of this module; the rest of the
 library only ever sees these objects.
 
-Every option is declared with :func:`option`: its default, a one-line doc (shown by
-``execengine config show`` and in the README's reference) and its constraints. The loader in
-:mod:`execengine._configload` validates against exactly these declarations, so a new option
-is one line here.
+Every option is declared with :func:`option`: its type (choices are ``Literal`` types), its
+default, a one-line doc (shown by ``execengine config show`` and in the README's reference)
+and its range. The loader in :mod:`execengine._configload` and the dataclasses themselves
+(``__post_init__``) validate against exactly these declarations, so a section built in code,
+``CodeExecutionConfig(timeout=-1)``, fails like the same value in config.yaml, and a new
+option is one line here.
 """
 
 from __future__ import annotations
@@ -17,22 +19,27 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
-ISOLATION_LEVELS = ("none", "restricted", "isolated")
+from execengine import _configload
+from execengine._configcheck import choices_of, field_types, validate_section
+
+IsolationLevel = Literal["none", "restricted", "isolated"]
+ISOLATION_LEVELS: tuple[IsolationLevel, ...] = get_args(IsolationLevel)
+Mode = Literal["project", "strict"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 def option(
     default: Any,
     doc: str,
     *,
-    choices: tuple[Any, ...] | None = None,
     min: float | None = None,
     max: float | None = None,
     secret: bool = False,
 ) -> Any:
     """Declare a config option (a dataclass field with validation metadata)."""
-    meta = {"doc": doc, "choices": choices, "min": min, "max": max, "secret": secret}
+    meta = {"doc": doc, "min": min, "max": max, "secret": secret}
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple or a section for mutable defaults")
     return field(default=default, metadata=meta)
@@ -43,13 +50,24 @@ def section(cls: type, doc: str) -> Any:
     return field(default_factory=cls, metadata={"doc": doc, "section": True})
 
 
+class _Section:
+    """Validates its options when built (in code or from YAML)."""
+
+    #: the dotted key of the section, for error messages
+    KEY = ""
+
+    def __post_init__(self) -> None:
+        validate_section(self, self.KEY)
+
+
 @dataclass(frozen=True)
-class CodeExecutionConfig:
-    mode: str = option(
+class CodeExecutionConfig(_Section):
+    KEY = "code_execution"
+
+    mode: Mode = option(
         "project",
         "project: the session's cwd and project interpreter; strict: host interpreter in a "
         "private staging directory",
-        choices=("project", "strict"),
     )
     timeout: float = option(300.0, "wall-clock limit of one execution, seconds", min=0.1)
     max_tool_calls: int = option(50, "tool calls allowed per execution", min=0)
@@ -88,11 +106,11 @@ class CodeExecutionConfig:
         None, "interpreter for project mode (default: $VIRTUAL_ENV, $CONDA_PREFIX, host)"
     )
     tz: str | None = option(None, "TZ passed to the child")
-    isolation: str = option(
-        "auto", "OS isolation level", choices=("auto", *ISOLATION_LEVELS)
+    isolation: Literal["auto", "none", "restricted", "isolated"] = option(
+        "auto", "OS isolation level"
     )
-    min_isolation: str | None = option(
-        None, "fail instead of running below this level", choices=(None, *ISOLATION_LEVELS)
+    min_isolation: IsolationLevel | None = option(
+        None, "fail instead of running below this level"
     )
     network: bool = option(False, "allow network access from scripts at level isolated")
     memory_mb: int = option(1024, "memory limit of one execution, MiB", min=16)
@@ -105,8 +123,10 @@ class CodeExecutionConfig:
 
 
 @dataclass(frozen=True)
-class TerminalConfig:
-    backend: str = option("local", "terminal backend", choices=("local",))
+class TerminalConfig(_Section):
+    KEY = "terminal"
+
+    backend: Literal["local"] = option("local", "terminal backend")
     cwd: str | None = option(None, "working directory of new sessions (default: process cwd)")
     env_passthrough: tuple[str, ...] = option(
         (), "environment variables passed to children even if they look secret"
@@ -118,52 +138,64 @@ class TerminalConfig:
     background_buffer_chars: int = option(
         200_000, "output kept per background process (ring buffer)", min=1024
     )
+    isolation: Literal["none", "auto", "restricted", "isolated"] = option(
+        "none", "sandbox for the agent's own terminal commands (commands from execute_code "
+        "scripts always run at the script's level): none, auto or a level",
+    )
 
 
 @dataclass(frozen=True)
-class ApprovalsConfig:
-    mode: str = option(
+class ApprovalsConfig(_Section):
+    KEY = "approvals"
+
+    mode: Literal["ask", "smart", "deny", "allow"] = option(
         "ask",
         "ask: prompt (deny when nobody can answer); smart: classifier, then ask; "
         "deny: refuse flagged commands; allow: run them (hard blocks still refused)",
-        choices=("ask", "smart", "deny", "allow"),
     )
     command_allowlist: tuple[str, ...] = option(
         (), "dangerous-pattern descriptions approved permanently"
     )
     timeout: float = option(60.0, "seconds to wait for an answer before denying", min=1.0)
-    execute_code: str = option(
+    execute_code: Literal["auto", "ask", "allow", "deny"] = option(
         "auto",
         "approval of whole execute_code scripts before they start: auto: run without asking "
         "when sandboxed (isolation restricted or isolated) with tool calls checked like the "
         "agent's own, else ask; ask: ask per approvals.mode (deny when nobody can answer); "
         "allow: run every script; deny: never run scripts",
-        choices=("auto", "ask", "allow", "deny"),
     )
 
 
 @dataclass(frozen=True)
-class ToolsetsConfig:
+class ToolsetsConfig(_Section):
+    KEY = "toolsets"
+
     enabled: tuple[str, ...] | None = option(None, "toolsets offered (default: all)")
     disabled: tuple[str, ...] = option((), "toolsets removed from the offer")
 
 
 @dataclass(frozen=True)
-class SearxngConfig:
+class SearxngConfig(_Section):
+    KEY = "web.searxng"
+
     url: str | None = option(None, "base URL of a SearXNG instance with the JSON API enabled")
 
 
 @dataclass(frozen=True)
-class KeyedProviderConfig:
+class KeyedProviderConfig(_Section):
+    KEY = "web.<provider>"
+
     api_key: str | None = option(None, "API key (prefer api_key_env)", secret=True)
     api_key_env: str | None = option(None, "environment variable holding the API key")
     url: str | None = option(None, "endpoint override (default: the provider's public API)")
 
 
 @dataclass(frozen=True)
-class WebConfig:
-    provider: str | None = option(
-        None, "web_search provider", choices=(None, "searxng", "brave", "tavily")
+class WebConfig(_Section):
+    KEY = "web"
+
+    provider: Literal["searxng", "brave", "tavily"] | None = option(
+        None, "web_search provider"
     )
     searxng: SearxngConfig = section(SearxngConfig, "SearXNG provider")
     brave: KeyedProviderConfig = section(KeyedProviderConfig, "Brave Search provider")
@@ -185,7 +217,9 @@ class WebConfig:
 
 
 @dataclass(frozen=True)
-class FilesConfig:
+class FilesConfig(_Section):
+    KEY = "files"
+
     denied_paths: tuple[str, ...] = option(
         (
             "~/.ssh",
@@ -205,14 +239,53 @@ class FilesConfig:
 
 
 @dataclass(frozen=True)
-class PluginsConfig:
+class PolicyConfig(_Section):
+    KEY = "policy"
+
+    writable_roots: tuple[str, ...] = option(
+        (), "folders script tool calls may write besides the working directory"
+    )
+    readable_roots: tuple[str, ...] = option(
+        ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64"),
+        "folders script tool calls may read besides the writable roots (world-readable "
+        "files only; files.denied_paths, the config file and credentials never)",
+    )
+    network: Literal["off", "allowlist", "on"] | None = option(
+        None, "network of scripts and their tool calls (default: on when "
+        "code_execution.network, else off)",
+    )
+    allowed_domains: tuple[str, ...] = option(
+        (), "network: allowlist: domains reachable (example.com, *.example.com, an IP)"
+    )
+    denied_domains: tuple[str, ...] = option(
+        (), "domains never reachable (wins over allowed_domains)"
+    )
+    tools_leave_roots: bool = option(
+        False, "let tool calls from scripts read and write outside the roots (unconfined)"
+    )
+    confine_at_none: bool = option(
+        False, "confine script tool calls at isolation level none too (the script itself "
+        "is not confined there)"
+    )
+    agent_calls: Literal["unconfined", "confined"] = option(
+        "unconfined", "the agent's own file tool calls: unconfined (path deny-list only) or "
+        "confined to the roots of its working directory",
+    )
+
+
+@dataclass(frozen=True)
+class PluginsConfig(_Section):
+    KEY = "plugins"
+
     directory: str | None = option(None, "folder of plugin modules (*.py or packages)")
     entry_points: bool = option(True, "load plugins from the execengine.plugins entry points")
     disabled: tuple[str, ...] = option((), "plugin names not to load")
 
 
 @dataclass(frozen=True)
-class AgentConfig:
+class AgentConfig(_Section):
+    KEY = "agent"
+
     base_url: str | None = option(None, "OpenAI-compatible endpoint (default: $OPENAI_BASE_URL)")
     model: str | None = option(None, "model name (default: $EXECENGINE_MODEL)")
     api_key_env: str = option("OPENAI_API_KEY", "environment variable holding the API key")
@@ -226,8 +299,9 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
-class Config:
-    """The whole configuration. Build with :func:`load_config` or ``Config()``."""
+class Config(_Section):
+    """The whole configuration. Build with :func:`load_config` or ``Config()``; every
+    value is validated when built (:class:`~execengine.errors.ConfigError`)."""
 
     code_execution: CodeExecutionConfig = section(CodeExecutionConfig, "the execute_code engine")
     terminal: TerminalConfig = section(TerminalConfig, "the terminal tool")
@@ -235,6 +309,7 @@ class Config:
     toolsets: ToolsetsConfig = section(ToolsetsConfig, "which toolsets are offered")
     web: WebConfig = section(WebConfig, "web tools")
     files: FilesConfig = section(FilesConfig, "file tools")
+    policy: PolicyConfig = section(PolicyConfig, "what scripts and their tool calls reach")
     plugins: PluginsConfig = section(PluginsConfig, "plugin loading")
     agent: AgentConfig = section(AgentConfig, "the reference agent loop")
     #: the file this came from, ``None`` for defaults
@@ -253,9 +328,7 @@ class Config:
 
     def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = "override") -> Config:
         """A copy with dotted keys replaced, validated like the file (``ConfigError``)."""
-        from execengine._configload import apply_overrides
-
-        return apply_overrides(self, overrides, origin=origin)
+        return _configload.apply_overrides(self, overrides, origin=origin)
 
     def config_path(self) -> Path | None:
         return Path(self.source) if self.source else None
@@ -275,8 +348,17 @@ def iter_options(cls: type = Config, prefix: str = "") -> list[tuple[str, datacl
     return out
 
 
+def option_choices(cls: type, name: str) -> tuple[Any, ...] | None:
+    """The allowed values of an option declared with a ``Literal`` type, else None."""
+    return choices_of(field_types(cls)[name])
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Find, read and validate ``config.yaml`` (see the module docstring for the order)."""
-    from execengine._configload import load
+    return _configload.load(path, Config)
 
-    return load(path)
+
+def parse_config(text: str, *, source: str = "<string>") -> Config:
+    """Validate YAML text into a :class:`Config` (``ConfigError`` on any problem)."""
+    return _configload.parse(text, Config, source=source)
+

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 if TYPE_CHECKING:
     from execengine.approval.approver import Approver, Classifier
     from execengine.config import Config
+    from execengine.confine.policy import ExecutionPolicy
+    from execengine.launch.base import Launcher
     from execengine.registry import ToolRegistry
     from execengine.web.fetch import Fetcher
     from execengine.web.providers import SearchProvider
@@ -66,6 +68,10 @@ class CallContext:
     search_provider: SearchProvider | None = None
     #: search_files: force a backend (tests and benchmarks)
     search_backend: SearchBackend = "auto"
+    #: what the calls of an execute_code script may reach (see :mod:`execengine.confine`)
+    policy: ExecutionPolicy | None = None
+    #: the execution's launcher: a script's terminal commands run through it, sandboxed
+    sandbox_launcher: Launcher | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "enabled_toolsets", _names(self.enabled_toolsets))

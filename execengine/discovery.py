@@ -1,9 +1,9 @@
 """Finding tools: built-in tool modules and plugins.
 
-Built-in modules live in :mod:`execengine.tools`. A module is a tool module when its top level
-calls ``register(...)`` (``specs.register(...)``); an AST scan finds them without importing
-anything, so helper modules in the same folder are never imported. A tool module that fails
-to import is logged, recorded in ``registry.load_errors`` and skipped; the others load.
+Built-in tool modules are listed in :data:`BUILTIN_TOOL_MODULES`; each holds a
+:class:`ToolSpecs` whose ``register(...)`` calls declare its tools, applied to a registry on
+load. A tool module that fails to import is logged, recorded in ``registry.load_errors`` and
+skipped; the others load.
 
 Plugins come from the ``execengine.plugins`` entry-point group and from the folder named by
 ``plugins.directory``. A plugin is a module (or package) with a ``register(ctx)`` function, or
@@ -12,58 +12,57 @@ an entry point naming such a callable; ``ctx`` is a :class:`PluginContext`.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import importlib.metadata
 import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from execengine.errors import PluginError
-from execengine.registry import ToolEntry, ToolRegistry, ToolSpecs
 from execengine.toolsets import Toolset
+
+if TYPE_CHECKING:
+    from execengine.registry import Handler, ToolEntry, ToolRegistry
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "execengine.plugins"
-TOOLS_PACKAGE = "execengine.tools"
+
+#: the built-in tool modules, in load order (a new one is added here)
+BUILTIN_TOOL_MODULES = (
+    "execengine.tools.file_tools",
+    "execengine.tools.patch_tool",
+    "execengine.tools.search_tool",
+    "execengine.tools.terminal_tool",
+    "execengine.tools.web_tools",
+    "execengine.tools.code_execution_tool",
+    "execengine.tools.agent_tools",
+)
 
 
-def is_tool_module(source: str) -> bool:
-    """True when the module's top level calls ``register(...)`` or ``x.register(...)``."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return True  # let the import fail loudly and be reported
-    for node in tree.body:
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            if (isinstance(func, ast.Name) and func.id == "register") or (
-                isinstance(func, ast.Attribute) and func.attr == "register"
-            ):
-                return True
-    return False
+class ToolSpecs:
+    """Registrations declared by a built-in tool module, applied to a registry on load.
 
+    A tool module holds one instance and calls ``register(...)`` on it at top level, with
+    the arguments of :meth:`ToolRegistry.register`.
+    """
 
-def scan_tool_modules(folder: Path, package: str) -> list[str]:
-    names = []
-    for path in sorted(folder.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        if is_tool_module(path.read_text(encoding="utf-8")):
-            names.append(f"{package}.{path.stem}")
-    return names
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def register(self, name: str, toolset: str, schema: Mapping[str, Any], handler: Handler,
+                 **kwargs: Any) -> None:
+        self.calls.append({"name": name, "toolset": toolset, "schema": schema,
+                           "handler": handler, **kwargs})
 
 
 def load_builtin_tools(registry: ToolRegistry) -> list[str]:
     """Import the built-in tool modules and apply their registrations; returns their names."""
-    pkg = importlib.import_module(TOOLS_PACKAGE)
-    folder = Path(pkg.__file__ or "").parent
     loaded = []
-    for modname in scan_tool_modules(folder, TOOLS_PACKAGE):
+    for modname in BUILTIN_TOOL_MODULES:
         try:
             module = importlib.import_module(modname)
             _apply_module(registry, module)

@@ -1,42 +1,58 @@
-"""Exceptions raised by execengine itself.
+"""Every exception execengine raises, under one root.
 
 Expected outcomes of running a script (it raised, timed out, hit a limit) are *values*
 (:class:`execengine.ExecutionResult`), never exceptions. These classes are for the engine's
-own breakage and for user mistakes that must stop the program (a bad config file, a malformed
-tool schema).
+own breakage, for user mistakes that must stop the program (a bad config file, a malformed
+tool schema), and for failures inside tools that the dispatcher turns into results.
 
     ExecEngineError
-    ├── ConfigError                 bad config.yaml: file, key path and what was expected
-    ├── ToolError
+    ├── ConfigError                 bad configuration: file, key path and what was expected
+    ├── ToolError                   a tool definition or lookup is wrong
     │   ├── SchemaError             a tool schema is not a valid OpenAI function schema
     │   ├── ToolConflictError       a tool name is already held by another toolset
     │   ├── UnknownToolError        no tool of that name (with suggestions)
-    │   ├── UnknownToolsetError     no toolset of that name (with suggestions)
-    │   └── TerminalError           the terminal backend failed (execengine.terminal)
-    ├── FileOpError                 a file tool cannot do what was asked (execengine.fileops)
-    ├── WebError                    a page or search provider unusable (execengine.web.errors
-    │                               draws its subtree: blocked address, timeout, redirect...)
+    │   └── UnknownToolsetError     no toolset of that name (with suggestions)
+    ├── TerminalError               the terminal backend cannot run anything
+    ├── FileOpError                 a file tool cannot do what was asked
+    │   ├── PathEscapeError         a path leads out of the folder it must stay beneath
+    │   └── PatternUnsupported      ripgrep cannot compile a pattern (the Python search takes over)
+    ├── WebError                    a page or a search provider could not be used
+    │   ├── InvalidURLError         not an http(s) URL, credentials in it, bad host or port
+    │   ├── BlockedAddressError     the host resolves to an address the SSRF guard refuses
+    │   │   └── DomainRefusedError  the network allow-list refuses the host
+    │   ├── FetchTimeoutError       no complete answer within ``web.timeout``
+    │   ├── ConnectionFailedError   DNS, TCP or TLS failure, or the server broke the reply
+    │   ├── RedirectError           too many redirects, a loop, or one we will not follow
+    │   └── ProviderError           a search provider is misconfigured or answered badly
     ├── PluginError                 a plugin could not be loaded or misbehaved
-    ├── ModelError                  the agent loop's model endpoint failed (execengine.agent)
+    ├── ModelError                  the agent loop's model endpoint failed
     ├── MemoryFileError             the reference memory tool's file is unusable
-    ├── BenchError                  the benchmark harness cannot run (execengine.bench)
+    ├── BenchError                  the benchmark harness cannot run
     │   └── WorkflowError           a workflow is malformed, or its two runs disagree
-    └── SandboxError
+    └── SandboxError                the execution engine itself failed (not the script)
         ├── TransportError          the RPC channel failed (bind, frame, protocol)
-        ├── HandshakeError          the child did not say hello in time, or said it wrongly
+        │   └── ProtocolViolation   one peer broke ZMTP: only its connection is closed
+        ├── HandshakeError          a helper process did not say it was ready, or said it wrongly
         └── IsolationError          a required isolation layer is not available here
 
 Errors inside tools (FileOpError, WebError, TerminalError) never leave the dispatcher: they
-become ``{"error": ...}`` results the model or the script reads.
+become ``{"error": ...}`` results the model or the script reads; their messages are written
+for the model and never contain secrets. A script's child that never says hello is a value
+too (an ``error`` result), not a HandshakeError.
 
-Lower-layer errors (``OSError``, ``yaml.YAMLError``) are translated where
-they enter the library, with ``raise ... from exc``.
+Lower-layer errors (``OSError``, ``yaml.YAMLError``) are translated where they enter the
+library, with ``raise ... from exc``. ``tests/test_errors.py`` checks that this drawing and
+the classes agree.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
+
+#: HTTP statuses after which a model call may succeed when repeated
+RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 class ExecEngineError(Exception):
@@ -99,8 +115,93 @@ class UnknownToolsetError(ToolError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class TerminalError(ExecEngineError):
+    """The terminal backend cannot run anything (no bash, bad working directory, closed)."""
+
+
+class FileOpError(ExecEngineError):
+    """A file operation cannot be done; ``fields`` are extra keys for the result dict.
+
+    It never leaves a tool: the handlers catch it and return :meth:`to_dict`
+    (``{"error": ..., **fields}``), which is what a model or a script sees.
+    """
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": self.message, **self.fields}
+
+
+
+class PathEscapeError(FileOpError):
+    """A path leads out of the folder it must stay beneath: an absolute or outside symlink,
+    ``..`` above it, a ``/proc/<pid>/fd``-style magic link (execengine.confine.beneath)."""
+
+class PatternUnsupported(FileOpError):
+    """ripgrep cannot compile a pattern Python accepts; the Python backend takes over."""
+
+
+class WebError(ExecEngineError):
+    """A web request or search failed (an expected outcome the tools report as a value)."""
+
+
+class InvalidURLError(WebError):
+    """The URL cannot be fetched: scheme, host, port or credentials."""
+
+
+class BlockedAddressError(WebError):
+    """The host resolves to a loopback, private, link-local or otherwise internal address."""
+
+
+class DomainRefusedError(BlockedAddressError):
+    """The execution's network allow-list refuses the host (see execengine.confine)."""
+
+
+class FetchTimeoutError(WebError):
+    """The server did not answer completely within the time limit."""
+
+
+class ConnectionFailedError(WebError):
+    """Name resolution, connection, TLS or the HTTP exchange failed."""
+
+
+class RedirectError(WebError):
+    """A redirect chain was too long, looped, or led somewhere it may not go."""
+
+
+class ProviderError(WebError):
+    """A search provider is misconfigured or its answer could not be used."""
+
+
 class PluginError(ExecEngineError):
     """A plugin could not be loaded."""
+
+
+class ModelError(ExecEngineError):
+    """The model endpoint failed: unreachable, an HTTP error, or a malformed response."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "",
+                 retryable: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+        #: a later attempt may succeed (rate limit, server error, connection failure)
+        self.retryable = retryable or status in RETRY_STATUSES
+
+
+class MemoryFileError(ExecEngineError):
+    """The memory file is unusable; the message is shown to the model."""
+
+
+class BenchError(ExecEngineError):
+    """The benchmark harness cannot do what was asked (with the reason and the fix)."""
+
+
+class WorkflowError(BenchError):
+    """A workflow definition is malformed (which file, which key, what was expected)."""
 
 
 class SandboxError(ExecEngineError):
@@ -111,8 +212,13 @@ class TransportError(SandboxError):
     """The RPC transport between host and child failed."""
 
 
+class ProtocolViolation(TransportError):
+    """A peer broke ZMTP (bad greeting, framing or size); the server closes only that
+    connection. Raised by :mod:`execengine.rpc.zmtp`, caught by the server's loop."""
+
+
 class HandshakeError(SandboxError):
-    """The child did not complete the hello handshake."""
+    """A helper process (the sandbox spawner) did not say it was ready, or said it wrongly."""
 
 
 class IsolationError(SandboxError):

@@ -9,16 +9,21 @@ holder, unless ``override=True`` is passed. All methods are thread-safe.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from execengine.config import Config
+from execengine import discovery
+from execengine.config import Config, load_config
 from execengine.context import CallContext
+from execengine.discovery import ToolSpecs
+from execengine.dispatch import adispatch, dispatch
 from execengine.errors import ToolConflictError, ToolError, UnknownToolError, did_you_mean
 from execengine.policy import DEFAULT_POLICY, ToolPolicy
 from execengine.schema import normalize_function_schema
@@ -61,7 +66,8 @@ class ToolEntry:
 
     @property
     def parameters(self) -> Mapping[str, Any]:
-        return self.schema["parameters"]
+        params: Mapping[str, Any] = self.schema["parameters"]
+        return params
 
     @property
     def agent_level(self) -> bool:
@@ -81,22 +87,6 @@ class DefinitionContext:
     available: frozenset[str]
     config: Config
     registry: ToolRegistry
-
-
-class ToolSpecs:
-    """Registrations declared by a built-in tool module, applied to a registry on load.
-
-    A tool module holds one instance and calls ``register(...)`` on it at top level; the
-    AST scan in :mod:`execengine.discovery` recognises modules by those calls.
-    """
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-
-    def register(self, name: str, toolset: str, schema: Mapping[str, Any], handler: Handler,
-                 **kwargs: Any) -> None:
-        self.calls.append({"name": name, "toolset": toolset, "schema": schema,
-                           "handler": handler, **kwargs})
 
 
 @dataclass
@@ -131,8 +121,6 @@ class ToolRegistry:
     @classmethod
     def with_builtins(cls, config: Config | None = None, *, plugins: bool = True) -> ToolRegistry:
         """A registry holding the built-in tools (and plugins, when ``plugins``)."""
-        from execengine import discovery
-
         reg = cls(config)
         discovery.load_builtin_tools(reg)
         if plugins:
@@ -472,7 +460,8 @@ class ToolRegistry:
                 raise ToolError("registry is closed")
             if key not in self._services:
                 self._services[key] = factory(self)
-            return self._services[key]
+            service: T = self._services[key]
+            return service
 
     def close(self) -> None:
         """Close services (terminal sessions, background processes). Idempotent."""
@@ -494,8 +483,6 @@ class ToolRegistry:
     def __del__(self) -> None:
         # only a registry holding live services (terminal sessions, an engine) leaks
         if not getattr(self, "_closed", True) and getattr(self, "_services", None):
-            import warnings
-
             warnings.warn("ToolRegistry with open services was not closed (use `with` or "
                           "close())", ResourceWarning, stacklevel=1)
 
@@ -511,15 +498,11 @@ class ToolRegistry:
         ``context`` is the caller's side of the call (task, origin, cwd, approver...);
         ``task_id`` is a shorthand that sets the context's task.
         """
-        from execengine.dispatch import dispatch
-
         return dispatch(self, name, args, _context(context, task_id))
 
     async def adispatch(self, name: str, args: Any, context: CallContext | None = None, *,
                         task_id: str | None = None) -> str:
         """Async form of :meth:`dispatch` for hosts running an event loop."""
-        from execengine.dispatch import adispatch
-
         return await adispatch(self, name, args, _context(context, task_id))
 
 
@@ -529,8 +512,6 @@ def _context(context: CallContext | None, task_id: str | None) -> CallContext:
 
 
 def _copy(schema: Mapping[str, Any]) -> dict[str, Any]:
-    import copy
-
     return copy.deepcopy(dict(schema))
 
 
@@ -544,8 +525,6 @@ def default_registry() -> ToolRegistry:
     global _default
     with _default_lock:
         if _default is None:
-            from execengine.config import load_config
-
             _default = ToolRegistry.with_builtins(load_config())
         return _default
 

@@ -1,19 +1,30 @@
 """Tool schemas: checking OpenAI function schemas, and checking arguments against them.
 
 The registry serves one schema per tool to the model, renders the sandbox stub from it and
-validates the model's arguments with it, so the schema is the single source of truth.
-Only the JSON-Schema subset that function calling uses is understood: ``type`` (one or a
-list), ``properties``, ``required``, ``additionalProperties``, ``items``, ``enum``,
-``const``, ``anyOf``/``oneOf``, ``minimum``/``maximum``, ``minLength``/``maxLength``,
-``minItems``/``maxItems``; unknown keywords are ignored as JSON Schema says.
+validates arguments with it (the model's, and those a script sends), so the schema is the
+single source of truth. Schemas are JSON Schema Draft 2020-12, checked with ``jsonschema``:
+at registration against the metaschema (``"minLength": "3"`` is refused there, not at the
+first call), and every keyword is enforced on arguments (``$ref``, ``allOf``, ``not``,
+``pattern``, ``uniqueItems``, ``exclusiveMinimum``...).
+
+One rule is ours, for tool calls: an object schema that lists ``properties`` rejects other
+fields unless it says otherwise (``additionalProperties`` or ``unevaluatedProperties``).
+Models invent fields; they should hear about it. Violations are worded for the model:
+``path: expected string, got integer``, ``junk: unknown field (known fields: path)``.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError as JsonSchemaError
+from jsonschema.exceptions import ValidationError
 
 from execengine.errors import SchemaError
 
@@ -43,11 +54,11 @@ def normalize_function_schema(name: str, schema: Mapping[str, Any]) -> dict[str,
     description = schema.get("description", "")
     if not isinstance(description, str):
         raise SchemaError(f"tool {name!r}: 'description' must be a string")
-    params = schema.get("parameters", {"type": "object", "properties": {}})
-    _check_object_schema(name, params, "parameters")
     unknown = set(schema) - {"name", "description", "parameters", "strict"}
     if unknown:
         raise SchemaError(f"tool {name!r}: unexpected schema keys {sorted(unknown)}")
+    params = schema.get("parameters", {"type": "object", "properties": {}})
+    check_parameters_schema(name, params)
     out: dict[str, Any] = {
         "name": name, "description": description, "parameters": copy.deepcopy(dict(params))
     }
@@ -56,132 +67,172 @@ def normalize_function_schema(name: str, schema: Mapping[str, Any]) -> dict[str,
     return out
 
 
-def _check_object_schema(tool: str, params: Any, where: str) -> None:
+def check_parameters_schema(tool: str, params: Any) -> None:
+    """A tool's ``parameters``: a valid Draft 2020-12 schema of an object whose required
+    names are properties; raises :class:`SchemaError` saying where it is wrong."""
     if not isinstance(params, Mapping):
-        raise SchemaError(f"tool {tool!r}: {where} must be a JSON schema object")
+        raise SchemaError(f"tool {tool!r}: parameters must be a JSON schema object")
     if params.get("type") != "object":
         raise SchemaError(
-            f"tool {tool!r}: {where}.type must be 'object', got {params.get('type')!r}"
+            f"tool {tool!r}: parameters.type must be 'object', got {params.get('type')!r}"
         )
+    try:
+        Draft202012Validator.check_schema(params)
+    except JsonSchemaError as exc:
+        where = ".".join(["parameters", *(str(p) for p in exc.path)])
+        raise SchemaError(f"tool {tool!r}: {where}: {_schema_problem(exc)}") from exc
     props = params.get("properties", {})
-    if not isinstance(props, Mapping):
-        raise SchemaError(f"tool {tool!r}: {where}.properties must be a mapping")
-    for pname, pschema in props.items():
-        _check_property(tool, pschema, f"{where}.properties.{pname}")
-    required = params.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        raise SchemaError(f"tool {tool!r}: {where}.required must be a list of names")
-    missing = [r for r in required if r not in props]
+    missing = [r for r in params.get("required", []) if r not in props]
     if missing:
-        raise SchemaError(f"tool {tool!r}: {where}.required names undefined properties {missing}")
+        raise SchemaError(
+            f"tool {tool!r}: parameters.required names undefined properties {missing}")
+    try:
+        json.dumps(params)
+    except (TypeError, ValueError) as exc:
+        raise SchemaError(f"tool {tool!r}: parameters must be plain JSON: {exc}") from exc
 
 
-def _check_property(tool: str, schema: Any, where: str) -> None:
+def _schema_problem(exc: JsonSchemaError) -> str:
+    if exc.validator == "anyOf" and list(exc.path)[-1:] == ["type"]:
+        return f"{exc.instance!r} is not a JSON type (one of {', '.join(JSON_TYPES)})"
+    return str(exc.message)
+
+
+# -- arguments ---------------------------------------------------------------------------
+
+_COMBINED = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else")
+_NESTED_ONE = ("items", "additionalProperties", "unevaluatedProperties", "contains",
+               "propertyNames", "unevaluatedItems")
+_NESTED_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def closed(schema: Any, *, in_all_of: bool = False) -> Any:
+    """``schema`` with the no-unknown-fields rule made explicit (a copy).
+
+    Every object schema listing ``properties`` (or combining schemas that do, through
+    ``allOf``) and saying nothing about extra fields gets ``unevaluatedProperties: false``,
+    which sees through ``allOf`` and ``$ref``. Branches of an ``allOf`` are left open: their
+    parent closes the whole.
+    """
     if not isinstance(schema, Mapping):
-        raise SchemaError(f"tool {tool!r}: {where} must be a mapping")
-    types = schema.get("type")
-    if types is not None:
-        for t in types if isinstance(types, list) else [types]:
-            if t not in JSON_TYPES:
-                raise SchemaError(f"tool {tool!r}: {where}.type {t!r} is not a JSON type")
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            options = schema[key]
-            if not isinstance(options, list) or not options:
-                raise SchemaError(f"tool {tool!r}: {where}.{key} must be a non-empty list")
-            for i, opt in enumerate(options):
-                _check_property(tool, opt, f"{where}.{key}[{i}]")
-    if "enum" in schema and not isinstance(schema["enum"], list):
-        raise SchemaError(f"tool {tool!r}: {where}.enum must be a list")
-    if "items" in schema:
-        _check_property(tool, schema["items"], f"{where}.items")
-    if types == "object" and "properties" in schema:
-        _check_object_schema(tool, schema, where)
+        return schema
+    out = dict(schema)
+    for key in _NESTED_ONE:
+        if key in out:
+            out[key] = closed(out[key])
+    for key in _NESTED_MAP:
+        if isinstance(out.get(key), Mapping):
+            out[key] = {k: closed(v) for k, v in out[key].items()}
+    if isinstance(out.get("prefixItems"), list):
+        out["prefixItems"] = [closed(s) for s in out["prefixItems"]]
+    for key in _COMBINED:
+        if isinstance(out.get(key), list):
+            out[key] = [closed(s, in_all_of=key == "allOf") for s in out[key]]
+        elif isinstance(out.get(key), Mapping):
+            out[key] = closed(out[key])
+    lists_fields = "properties" in out or any(
+        isinstance(s, Mapping) and "properties" in s for s in out.get("allOf") or ())
+    says = "additionalProperties" in out or "unevaluatedProperties" in out
+    if lists_fields and not says and not in_all_of:
+        out["unevaluatedProperties"] = False
+    return out
+
+
+@lru_cache(maxsize=512)
+def _validator(key: str) -> Draft202012Validator:
+    return Draft202012Validator(closed(json.loads(key)))
 
 
 def validate_arguments(schema: Mapping[str, Any], args: Any) -> list[str]:
-    """Violations of ``args`` against a parameters schema, as readable strings (empty = ok)."""
-    errors: list[str] = []
-    _validate(schema, args, "", errors)
-    return errors
+    """Violations of ``args`` against a parameters schema, as readable strings (empty = ok).
+
+    The schema is assumed valid (checked at registration); a broken one reports itself as a
+    violation rather than raising.
+    """
+    try:
+        validator = _validator(json.dumps(schema, sort_keys=True, default=repr))
+        found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.path)))
+    except Exception as exc:  # an unresolvable $ref, a recursive schema: say so, never raise
+        return [f"arguments: the tool's schema cannot be checked ({type(exc).__name__})"]
+    out: list[str] = []
+    for error in found:
+        for line in _describe(error):
+            if line not in out:
+                out.append(line)
+    return out
 
 
-def _type_ok(value: Any, t: str) -> bool:
-    if t == "object":
-        return isinstance(value, dict)
-    if t == "array":
-        return isinstance(value, list)
-    if t == "string":
-        return isinstance(value, str)
-    if t == "boolean":
-        return isinstance(value, bool)
-    if t == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer()
-        )
-    if t == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if t == "null":
-        return value is None
-    return True
+def violations_message(tool: str, violations: list[str] | tuple[str, ...]) -> str:
+    """The error the model (or a script) reads for arguments that failed validation."""
+    return (f"Invalid arguments for {tool!r}; the tool was not run:\n"
+            + "\n".join(f"- {v}" for v in violations) + "\nFix these and call it again.")
 
 
-def _validate(schema: Mapping[str, Any], value: Any, where: str, errors: list[str]) -> None:
-    label = where or "arguments"
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            if not any(not validate_arguments(opt, value) for opt in schema[key]):
-                errors.append(f"{label}: {value!r} matches none of the allowed forms")
-            return
-    types = schema.get("type")
-    if types is not None:
-        allowed = types if isinstance(types, list) else [types]
-        if not any(_type_ok(value, t) for t in allowed):
-            errors.append(f"{label}: expected {' or '.join(allowed)}, got {_json_type(value)}")
-            return
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{label}: must be {schema['const']!r}")
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{label}: must be one of {schema['enum']!r}, got {value!r}")
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{label}: shorter than {schema['minLength']} characters")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(f"{label}: longer than {schema['maxLength']} characters")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{label}: must be >= {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{label}: must be <= {schema['maximum']}, got {value}")
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{label}: needs at least {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{label}: allows at most {schema['maxItems']} items")
-        items = schema.get("items")
-        if isinstance(items, Mapping):
-            for i, item in enumerate(value):
-                _validate(items, item, f"{where}[{i}]" if where else f"[{i}]", errors)
-    if isinstance(value, dict) and (types == "object" or "properties" in schema):
-        props = schema.get("properties", {})
-        for req in schema.get("required", []):
-            if req not in value:
-                errors.append(f"{_join(where, req)}: required field missing")
-        # Tool-call semantics: an object that lists its properties rejects others unless it
-        # says ``additionalProperties`` (models invent fields; they should hear about it).
-        extra = schema.get("additionalProperties", "properties" not in schema)
-        for key, item in value.items():
-            if key in props:
-                _validate(props[key], item, _join(where, key), errors)
-            elif extra is False or extra is None:
-                known = ", ".join(sorted(props)) or "none"
-                errors.append(f"{_join(where, key)}: unknown field (known fields: {known})")
-            elif isinstance(extra, Mapping):
-                _validate(extra, item, _join(where, key), errors)
+def _label(path: Any) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "arguments"
 
 
 def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
+    return key if where == "arguments" else f"{where}.{key}"
+
+
+def _describe(error: ValidationError) -> list[str]:
+    """One model-friendly line per problem (several for missing or unknown fields)."""
+    label = _label(error.absolute_path)
+    kind, want, value = error.validator, error.validator_value, error.instance
+    if kind == "required" and isinstance(value, dict):
+        return [f"{_join(label, r)}: required field missing" for r in want if r not in value]
+    if kind in ("unevaluatedProperties", "additionalProperties") and isinstance(value, dict):
+        known = _known_fields(error.schema)
+        listed = ", ".join(sorted(known)) or "none"
+        return [f"{_join(label, k)}: unknown field (known fields: {listed})"
+                for k in sorted(value) if k not in known]
+    if kind == "type":
+        types = want if isinstance(want, list) else [want]
+        return [f"{label}: expected {' or '.join(types)}, got {_json_type(value)}"]
+    simple: dict[str, Callable[[], str]] = {
+        "enum": lambda: f"must be one of {want!r}, got {value!r}",
+        "const": lambda: f"must be {want!r}",
+        "minLength": lambda: f"shorter than {want} characters",
+        "maxLength": lambda: f"longer than {want} characters",
+        "pattern": lambda: f"{value!r} does not match the pattern {want!r}",
+        "minimum": lambda: f"must be >= {want}, got {value}",
+        "maximum": lambda: f"must be <= {want}, got {value}",
+        "exclusiveMinimum": lambda: f"must be > {want}, got {value}",
+        "exclusiveMaximum": lambda: f"must be < {want}, got {value}",
+        "multipleOf": lambda: f"must be a multiple of {want}, got {value}",
+        "minItems": lambda: f"needs at least {want} items",
+        "maxItems": lambda: f"allows at most {want} items",
+        "uniqueItems": lambda: "items must be unique",
+        "minProperties": lambda: f"needs at least {want} fields",
+        "maxProperties": lambda: f"allows at most {want} fields",
+        "anyOf": lambda: f"{value!r} matches none of the allowed forms",
+        "oneOf": lambda: (f"{value!r} matches more than one of the allowed forms"
+                          if _matches(error) > 1 else
+                          f"{value!r} matches none of the allowed forms"),
+        "not": lambda: f"{value!r} is not allowed here",
+    }
+    text = simple[kind]() if kind in simple else str(error.message)
+    return [f"{label}: {text}"]
+
+
+def _matches(error: ValidationError) -> int:
+    branches = error.validator_value if isinstance(error.validator_value, list) else []
+    failed = {e.relative_schema_path[0] for e in error.context or ()
+              if e.relative_schema_path}
+    return len(branches) - len(failed)
+
+
+def _known_fields(schema: Any) -> set[str]:
+    if not isinstance(schema, Mapping):
+        return set()
+    known = set(schema.get("properties") or {})
+    for branch in schema.get("allOf") or ():
+        known |= _known_fields(branch)
+    return known
 
 
 def _json_type(value: Any) -> str:

@@ -34,6 +34,11 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # no typing import at run time: the child starts fast
+if TYPE_CHECKING:
+    from collections.abc import MutableMapping
+    from types import TracebackType
+
 ENV_WATCHDOG_FD = "EXECENGINE_WATCHDOG_FD"
 ENV_SUBREAPER = "EXECENGINE_SUBREAPER"
 ENV_RUN_TOKEN = "EXECENGINE_RUN_TOKEN"
@@ -54,7 +59,7 @@ def become_subreaper() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
 
@@ -69,12 +74,12 @@ def _watch(fd: int) -> None:
     _kill_everything()
 
 
-def _descendants(root: int, token: str = "") -> list:
+def _descendants(root: int, token: str = "") -> list[int]:
     """Pids below ``root`` (a scan of ``/proc``; as a subreaper that includes descendants
     that changed session or double-forked), and with a ``token`` also every process whose
     initial environment carries ``EXECENGINE_RUN_TOKEN=<token>`` (strays that left the
     tree when this process is not a subreaper)."""
-    children = {}  # type: dict
+    children: dict[int, list[int]] = {}
     marked = []
     needle = ("\0" + ENV_RUN_TOKEN + "=" + token + "\0").encode() if token else b""
     try:
@@ -131,7 +136,7 @@ def _kill_everything() -> None:
         os._exit(137)
 
 
-def start_watchdog(environ=os.environ) -> bool:
+def start_watchdog(environ: MutableMapping[str, str] = os.environ) -> bool:
     """Start the watchdog thread if ``EXECENGINE_WATCHDOG_FD`` names an open descriptor,
     and say ready on it (a socket; on a plain pipe's read end the write just fails).
     The variable is removed and the descriptor made non-inheritable either way."""
@@ -148,7 +153,7 @@ def start_watchdog(environ=os.environ) -> bool:
     import _thread
 
     _thread.start_new_thread(_watch, (fd,))
-    try:
+    try:  # noqa: SIM105 - contextlib is not imported here: the child starts fast
         os.write(fd, READY)
     except OSError:
         pass
@@ -165,7 +170,7 @@ def _close_client() -> None:
             client.close()
 
 
-def _strip_own_frames(tb):
+def _strip_own_frames(tb: TracebackType | None) -> TracebackType | None:
     own = os.path.normcase(os.path.abspath(__file__))
     while tb is not None and os.path.normcase(os.path.abspath(
             tb.tb_frame.f_code.co_filename)) == own:
@@ -216,7 +221,7 @@ def _flush() -> None:
             pass
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: python -m _execengine.bootstrap SCRIPT.py\n")

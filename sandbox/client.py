@@ -30,6 +30,12 @@ import time
 
 from . import zmtp
 
+TYPE_CHECKING = False  # no typing import at run time: the child starts fast
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
 __all__ = ["RpcClient", "ToolCallError", "acall_tool", "call_tool", "decode_result",
            "get_client"]
 
@@ -45,7 +51,7 @@ class ToolCallError(RuntimeError):
     """A tool call could not be made or answered (not a tool's own error result)."""
 
 
-def decode_result(result):
+def decode_result(result: Any) -> Any:
     """The script-facing value of a result text: JSON decoded once, and once more when
     that gives a string that is itself JSON; text that is not JSON stays a string."""
     if not isinstance(result, str):
@@ -70,10 +76,10 @@ class _Waiter:
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self.reply = None
-        self.error = None  # type: BaseException | None
+        self.reply: dict[str, Any] | None = None
+        self.error: BaseException | None = None
 
-    def resolve(self, reply: dict) -> None:
+    def resolve(self, reply: dict[str, Any]) -> None:
         self.reply = reply
         self._event.set()
 
@@ -85,11 +91,12 @@ class _Waiter:
     def done(self) -> bool:
         return self._event.is_set()
 
-    def wait(self) -> dict:
+    def wait(self) -> dict[str, Any]:
         self._event.wait()
         if self.error is not None:
             raise self.error
-        return self.reply  # type: ignore[return-value]
+        assert self.reply is not None
+        return self.reply
 
 
 class _AsyncWaiter:
@@ -98,27 +105,27 @@ class _AsyncWaiter:
     __slots__ = ("future", "loop")
     blocking = False  # an event loop thread never blocks reading
 
-    def __init__(self, loop, future) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
         self.loop = loop
         self.future = future
 
-    def resolve(self, reply: dict) -> None:
+    def resolve(self, reply: dict[str, Any]) -> None:
         self._deliver(_set_result, reply)
 
     def fail(self, error: BaseException) -> None:
         self._deliver(_set_exception, error)
 
-    def _deliver(self, fn, value) -> None:
+    def _deliver(self, fn: Callable[[asyncio.Future[Any], Any], None], value: Any) -> None:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             self.loop.call_soon_threadsafe(fn, self.future, value)
 
 
-def _set_result(future, value) -> None:
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
 
 
-def _set_exception(future, error) -> None:
+def _set_exception(future: asyncio.Future[Any], error: Any) -> None:
     if not future.done():
         future.set_exception(error)
 
@@ -131,36 +138,37 @@ class RpcClient:
     """
 
     def __init__(self, endpoint: str | None, token: str | None, exec_id: str | None, *,
-                 handshake_timeout: float = 30.0, connector=None) -> None:
+                 handshake_timeout: float = 30.0,
+                 connector: Callable[[str], zmtp.ZmtpConnection] | None = None) -> None:
         self.endpoint = endpoint
         self._token = token
         self.exec_id = exec_id
         self._handshake_timeout = handshake_timeout
         self._connector = connector or self._zmtp_connect
         self.pid = os.getpid()
-        self.max_tool_calls = None  # type: int | None
-        self.max_message_bytes = None  # type: int | None
-        self._conn = None  # type: zmtp.ZmtpConnection | None
+        self.max_tool_calls: int | None = None
+        self.max_message_bytes: int | None = None
+        self._conn: zmtp.ZmtpConnection | None = None
         self._connect_lock = threading.Lock()
         self._pending_lock = threading.Lock()
-        self._pending = {}  # type: dict
+        self._pending: dict[str, _Waiter | _AsyncWaiter] = {}
         self._ids = itertools.count(1)
-        self._failure = None  # type: str | None
+        self._failure: str | None = None
         self._closed = False
-        self._reader = None  # type: threading.Thread | None
+        self._reader: threading.Thread | None = None
         # the read role (see the module docstring): its holder, and when it was last given up
         self._role = threading.Condition(threading.Lock())
-        self._reading = None  # type: threading.Thread | None
+        self._reading: threading.Thread | None = None
         self._released_at = 0.0
 
     @classmethod
-    def from_environ(cls, environ=None) -> RpcClient:
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> RpcClient:
         env = os.environ if environ is None else environ
         return cls(env.get(ENV_ENDPOINT), env.get(ENV_TOKEN), env.get(ENV_EXEC_ID))
 
     # -- connection -----------------------------------------------------------------------
 
-    def _zmtp_connect(self, path: str):
+    def _zmtp_connect(self, path: str) -> zmtp.ZmtpConnection:
         return zmtp.connect(path, timeout=self._handshake_timeout)
 
     def connect(self) -> None:
@@ -187,7 +195,7 @@ class RpcClient:
                                             daemon=True)
             self._reader.start()
 
-    def _open(self):
+    def _open(self) -> zmtp.ZmtpConnection:
         if self._closed:
             raise ToolCallError("the RPC connection to the execengine host is closed")
         missing = [name for name, value in ((ENV_ENDPOINT, self.endpoint),
@@ -196,7 +204,7 @@ class RpcClient:
         if missing:
             raise ToolCallError(f"not running under execengine: {', '.join(missing)} not set")
         try:
-            conn = self._connector(self.endpoint)
+            conn = self._connector(str(self.endpoint))
         except zmtp.ZmtpError as exc:
             raise ToolCallError(
                 f"cannot reach the execengine host at {self.endpoint}: {exc}") from None
@@ -226,7 +234,7 @@ class RpcClient:
             raise
 
     @staticmethod
-    def _parse(frames: list) -> dict:
+    def _parse(frames: list[bytes]) -> dict[str, Any]:
         if len(frames) != 1:
             raise ToolCallError(f"protocol error: host sent a {len(frames)}-frame message")
         try:
@@ -257,7 +265,7 @@ class RpcClient:
         """Read one message (None after a heartbeat, with ``idle``) and hand it on. False
         when the connection is over: every waiter has been failed and it is closed."""
         try:
-            frames = conn.recv(idle=idle)
+            frames = conn.recv_idle() if idle else conn.recv()
             if frames is None:
                 return True
             msg = self._parse(frames)
@@ -296,6 +304,7 @@ class RpcClient:
     def _lead(self, waiter: _Waiter) -> None:
         """Read (holding the role) until ``waiter`` is answered."""
         conn = self._conn
+        assert conn is not None  # a caller reads only once connected
         try:
             while not waiter.done and self._read_one(conn):
                 pass
@@ -305,6 +314,7 @@ class RpcClient:
     def _read_loop(self) -> None:
         """The background reader: reads while others wait or nobody has read for a while."""
         conn = self._conn
+        assert conn is not None
         role = self._role
         try:
             while True:
@@ -330,7 +340,7 @@ class RpcClient:
             self._fail_all(f"RPC reader failed: {exc!r}")
             conn.close()
 
-    def _dispatch(self, msg: dict) -> bool:
+    def _dispatch(self, msg: dict[str, Any]) -> bool:
         """Hand a reply to its waiter; False when the connection cannot go on."""
         req_id = msg.get("id")
         if req_id is None:
@@ -352,7 +362,8 @@ class RpcClient:
 
     # -- calls ----------------------------------------------------------------------------
 
-    def _submit(self, name: str, args, waiter) -> str:
+    def _submit(self, name: str, args: dict[str, Any] | None,
+                waiter: _Waiter | _AsyncWaiter) -> str:
         if not isinstance(name, str) or not name:
             raise TypeError(f"a tool name must be a non-empty str, not {name!r}")
         if args is None:
@@ -376,6 +387,7 @@ class RpcClient:
                 raise ToolCallError(self._failure)
             self._pending[req_id] = waiter
         try:
+            assert self._conn is not None
             self._conn.send(payload)
         except zmtp.ZmtpError as exc:
             with self._pending_lock:
@@ -385,7 +397,7 @@ class RpcClient:
         return req_id
 
     @staticmethod
-    def _unwrap(name: str, reply: dict):
+    def _unwrap(name: str, reply: dict[str, Any]) -> Any:
         kind = reply.get("type")
         if kind == "result":
             return decode_result(reply.get("result"))
@@ -394,7 +406,7 @@ class RpcClient:
             raise ToolCallError(f"the execengine host rejected the call to {name!r}: {reason}")
         raise ToolCallError(f"protocol error: unexpected reply type {kind!r} to a call")
 
-    def call(self, name: str, args=None):
+    def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call tool ``name`` with ``args`` and return its decoded result."""
         self.connect()
         waiter = _Waiter()
@@ -408,7 +420,7 @@ class RpcClient:
                 raise
         return self._unwrap(name, waiter.wait())
 
-    async def acall(self, name: str, args=None):
+    async def acall(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """The asyncio form of :meth:`call`; many may be awaited concurrently."""
         import asyncio
 
@@ -488,11 +500,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def call_tool(name: str, args: dict):
+def call_tool(name: str, args: dict[str, Any] | None = None) -> Any:
     """Call tool ``name`` on the host; see :meth:`RpcClient.call`."""
     return get_client().call(name, args)
 
 
-async def acall_tool(name: str, args: dict):
+async def acall_tool(name: str, args: dict[str, Any] | None = None) -> Any:
     """Call tool ``name`` on the host from asyncio; see :meth:`RpcClient.acall`."""
     return await get_client().acall(name, args)

@@ -8,12 +8,19 @@ import re
 import shlex
 import time
 
+TYPE_CHECKING = False  # no typing import at run time: the child starts fast
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
 __all__ = ["json_parse", "retry", "shell_quote"]
 
 _FENCE = re.compile(r"\A```[A-Za-z0-9_+-]*[ \t]*\r?\n(.*?)\r?\n?```\s*\Z", re.DOTALL)
 
 
-def json_parse(text):
+def json_parse(text: str | bytes | bytearray) -> Any:
     """Parse JSON leniently: a BOM, surrounding whitespace, a Markdown code fence around the
     document and trailing commas before ``]`` / ``}`` are tolerated; control characters
     inside strings are accepted. Bytes are decoded as UTF-8. Anything else that is not JSON
@@ -65,12 +72,12 @@ def _drop_trailing_commas(text: str) -> str:
     return "".join(out)
 
 
-def shell_quote(s) -> str:
+def shell_quote(s: object) -> str:
     """``s`` quoted for a POSIX shell (``str()`` of it if it is not a string)."""
     return shlex.quote(s if isinstance(s, str) else str(s))
 
 
-def retry(fn, max_attempts: int = 3, delay: float = 2):
+def retry(fn: Callable[[], T], max_attempts: int = 3, delay: float = 2) -> T:
     """Call ``fn()`` until it returns, at most ``max_attempts`` times, sleeping ``delay``,
     then ``2 * delay``, ``4 * delay``... between attempts; re-raise the last exception.
     Only :class:`Exception` is retried (not ``KeyboardInterrupt`` / ``SystemExit``)."""

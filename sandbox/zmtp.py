@@ -24,6 +24,11 @@ import struct
 import threading
 import time
 
+TYPE_CHECKING = False  # no typing import at run time: the child starts fast
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
 __all__ = ["PeerClosed", "PeerError", "ZmtpConnection", "ZmtpError", "connect"]
 
 FLAG_MORE = 0x01
@@ -77,7 +82,7 @@ def encode_command(name: bytes, data: bytes = b"") -> bytes:
     return encode_frame(bytes([len(name)]) + name + data, FLAG_COMMAND)
 
 
-def encode_properties(props: dict) -> bytes:
+def encode_properties(props: dict[bytes, bytes]) -> bytes:
     """Metadata as in READY: 1-byte name size, name, 4-byte value size, value."""
     out = []
     for name, value in props.items():
@@ -85,7 +90,7 @@ def encode_properties(props: dict) -> bytes:
     return b"".join(out)
 
 
-def decode_properties(data: bytes) -> dict:
+def decode_properties(data: bytes) -> dict[bytes, bytes]:
     """The inverse of :func:`encode_properties`; names are case-insensitive (lower-cased)."""
     props = {}
     pos = 0
@@ -106,7 +111,7 @@ def decode_properties(data: bytes) -> dict:
     return props
 
 
-def split_command(body: bytes) -> tuple:
+def split_command(body: bytes) -> tuple[bytes, bytes]:
     """``(name, data)`` of a command frame's body."""
     if not body or len(body) < 1 + body[0]:
         raise ZmtpError("malformed command frame")
@@ -124,14 +129,14 @@ class ZmtpConnection:
         self._sock = sock
         self._max_frame = max_frame
         self._buf = bytearray()
-        self._partial = []  # type: list  # frames of a message not yet complete
+        self._partial: list[bytes] = []  # frames of a message not yet complete
         self._send_lock = threading.Lock()
         self._closed = False
         self._close_reason = "connection closed"
         #: negotiated minor version (0 = ZMTP 3.0, 1 = ZMTP 3.1)
         self.minor = 0
         #: the peer's READY metadata (lower-case names)
-        self.peer_properties = {}  # type: dict
+        self.peer_properties: dict[bytes, bytes] = {}
         self._ttl = None  # type: float | None
         self._timeout = None  # type: float | None
         #: PING commands answered so far
@@ -153,8 +158,9 @@ class ZmtpConnection:
             self.minor = 1 if major > 3 or minor >= 1 else 0
             mechanism = bytes(greeting[12:32]).rstrip(b"\x00")
             if mechanism != b"NULL":
-                name = mechanism.decode("ascii", "replace")
-                raise ZmtpError(f"peer wants security mechanism {name!r}; only NULL is supported")
+                wanted = mechanism.decode("ascii", "replace")
+                raise ZmtpError(f"peer wants security mechanism {wanted!r}; only NULL is "
+                                "supported")
             self._sendall(encode_command(b"READY", encode_properties({b"Socket-Type": b"DEALER"})))
             flags, body = self._read_frame()
             if not flags & FLAG_COMMAND:
@@ -214,13 +220,21 @@ class ZmtpConnection:
 
     # -- receiving ------------------------------------------------------------------------
 
-    def recv(self, *, idle: bool = False) -> list | None:
+    def recv(self) -> list[bytes]:
         """The next message as a list of frames; answers PINGs on the way. One reader at a
-        time. With ``idle``, None once a command was handled and no message is half read
-        (so an idle reader can look up between heartbeats).
+        time. Interrupted (a signal handler raising, a timeout), it leaves the stream
+        intact: what was read stays buffered for the next call."""
+        while True:
+            frames = self._next(False)
+            if frames is not None:
+                return frames
 
-        Interrupted (a signal handler raising, a timeout), it leaves the stream intact: what
-        was read stays buffered for the next call."""
+    def recv_idle(self) -> list[bytes] | None:
+        """Like :meth:`recv`, but None once a command was handled and no message is half
+        read (so an idle reader can look up between heartbeats)."""
+        return self._next(True)
+
+    def _next(self, idle: bool) -> list[bytes] | None:
         frames = self._partial
         while True:
             flags, body = self._read_frame()
@@ -258,7 +272,7 @@ class ZmtpConnection:
             # RFC 37: unknown commands are ignored (forward compatibility)
             pass
 
-    def _read_frame(self) -> tuple:
+    def _read_frame(self) -> tuple[int, bytes]:
         """One whole frame ``(flags, body)``. Nothing is consumed from the buffer until the
         frame is complete, so an interrupted read loses nothing."""
         buf = self._buf
@@ -316,20 +330,20 @@ class ZmtpConnection:
             del buf[have:]
 
     def _recv(self, size: int) -> bytes:
-        chunk = self._recv_op(lambda: self._sock.recv(size))
+        chunk: bytes = self._recv_op(lambda: self._sock.recv(size))
         if not chunk:
             raise PeerClosed("peer closed the connection" if not self._closed
                              else self._close_reason)
         return chunk
 
-    def _recv_into(self, view) -> int:
-        got = self._recv_op(lambda: self._sock.recv_into(view))
+    def _recv_into(self, view: memoryview) -> int:
+        got: int = self._recv_op(lambda: self._sock.recv_into(view))
         if not got:
             raise PeerClosed("peer closed the connection" if not self._closed
                              else self._close_reason)
         return got
 
-    def _recv_op(self, op):
+    def _recv_op(self, op: Callable[[], Any]) -> Any:
         if self._closed:
             raise PeerClosed(self._close_reason)
         ttl = self._ttl

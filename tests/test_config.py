@@ -2,9 +2,20 @@ import dataclasses
 
 import pytest
 
-from execengine import Config, ConfigError, load_config
-from execengine._configload import find_config, parse
-from execengine.config import iter_options
+from execengine import Config, ConfigError, _configload, load_config
+from execengine._configload import find_config
+from execengine.cli.config_cmd import reference_table
+from execengine.config import (
+    ApprovalsConfig,
+    CodeExecutionConfig,
+    ToolsetsConfig,
+    iter_options,
+    option_choices,
+)
+from execengine.config import parse_config as parse
+from execengine.registry import ToolRegistry
+
+ORIGINAL_DEFAULT_PATH = _configload.default_config_path
 
 
 def write(tmp_path, text):
@@ -107,6 +118,8 @@ def test_search_order(tmp_path, monkeypatch):
     explicit.write_text("code_execution: {timeout: 9}\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("EXECENGINE_CONFIG", raising=False)
+    # the suite points the home default elsewhere (tests/conftest.py); this test is about it
+    monkeypatch.setattr(_configload, "default_config_path", ORIGINAL_DEFAULT_PATH)
     assert load_config().code_execution.timeout == 7
     monkeypatch.setenv("EXECENGINE_CONFIG", str(env_cfg))
     assert load_config().code_execution.timeout == 8
@@ -139,3 +152,65 @@ def test_every_option_has_a_doc():
 def test_parse_of_string_source():
     c = parse("approvals:\n  mode: deny\n", source="inline")
     assert c.approvals.mode == "deny"
+
+
+# -- validation in code, Literal choices, errors at the key ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("build", "key", "fragment"),
+    [
+        (lambda: CodeExecutionConfig(timeout=-1), "code_execution.timeout", "must be >= 0.1"),
+        (lambda: CodeExecutionConfig(mode="fast"), "code_execution.mode",  # type: ignore[arg-type]
+         "expected one of 'project', 'strict'"),
+        (lambda: CodeExecutionConfig(max_tool_calls="5"), "code_execution.max_tool_calls",  # type: ignore[arg-type]
+         "expected an integer"),
+        (lambda: ApprovalsConfig(mode="maybe"), "approvals.mode", "expected one of"),  # type: ignore[arg-type]
+        (lambda: Config(code_execution={"timeout": 5}), "code_execution",  # type: ignore[arg-type]
+         "expected a CodeExecutionConfig"),
+    ],
+)
+def test_config_built_in_code_is_validated_like_yaml(build, key, fragment):
+    with pytest.raises(ConfigError) as info:
+        build()
+    assert info.value.key == key and fragment in str(info.value)
+
+
+def test_code_built_values_are_coerced_like_yaml():
+    c = CodeExecutionConfig(timeout=5)
+    assert c.timeout == 5.0 and isinstance(c.timeout, float)
+    assert ToolsetsConfig(enabled=["web"]).enabled == ("web",)  # type: ignore[arg-type]
+    assert Config().with_overrides({"code_execution.mode": "strict"}).code_execution.mode == \
+        "strict"
+
+
+def test_choices_are_literal_types():
+    assert option_choices(CodeExecutionConfig, "mode") == ("project", "strict")
+    assert option_choices(CodeExecutionConfig, "min_isolation") == (
+        None, "none", "restricted", "isolated")
+    assert option_choices(CodeExecutionConfig, "timeout") is None
+    assert "(project / strict)" in reference_table()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "column"),
+    [
+        ("code_execution:\n  timeout: -1\n", 2, 3),          # the key, not the value (col 12)
+        ("code_execution:\n  timeout:\n    -1\n", 2, 3),      # value on the next line
+        ("code_execution:\n  mode:\n    - a\n", 2, 3),
+        ("web:\n  searxng: 5\n", 2, 3),                       # a section that is no mapping
+    ],
+)
+def test_errors_point_at_the_key(tmp_path, text, line, column):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, text))
+    assert (info.value.line, info.value.column) == (line, column)
+
+
+def test_unknown_mode_is_an_error_not_a_warning():
+    from execengine.engine import Engine
+    from execengine.launch.local import LocalLauncher
+
+    with Engine(Config(), ToolRegistry(), launcher=LocalLauncher()) as engine, \
+            pytest.raises(ConfigError, match="unknown mode 'fast'"):
+        engine.execute("print(1)", mode="fast")  # type: ignore[arg-type]

@@ -3,19 +3,21 @@ import sys
 import textwrap
 
 from execengine import Config, ToolRegistry
-from execengine.discovery import is_tool_module, load_builtin_tools, load_plugins, scan_tool_modules
+from execengine.discovery import BUILTIN_TOOL_MODULES, load_builtin_tools, load_plugins
 
 SCHEMA = {"description": "x", "parameters": {"type": "object", "properties": {}}}
 
 
-def test_ast_scan_finds_top_level_register_calls_only(tmp_path):
-    (tmp_path / "tool_a.py").write_text("specs.register('a', 'x', {}, None)\n")
-    (tmp_path / "tool_b.py").write_text("register('b', 'x', {}, None)\n")
-    (tmp_path / "helper.py").write_text("def f():\n    specs.register('c')\n")
-    (tmp_path / "_private.py").write_text("register('d')\n")
-    (tmp_path / "broken.py").write_text("def (:\n")
-    assert scan_tool_modules(tmp_path, "pkg") == ["pkg.broken", "pkg.tool_a", "pkg.tool_b"]
-    assert not is_tool_module("x = 1\nif True:\n    register()\n")
+def test_builtin_tool_modules_are_listed_explicitly():
+    import pkgutil
+
+    import execengine.tools
+
+    modules = {f"execengine.tools.{m.name}" for m in pkgutil.iter_modules(
+        execengine.tools.__path__) if not m.name.startswith("_")}
+    assert set(BUILTIN_TOOL_MODULES) == modules  # a new tool module must be listed
+    with ToolRegistry() as reg:
+        assert load_builtin_tools(reg) == list(BUILTIN_TOOL_MODULES) and not reg.load_errors
 
 
 def test_builtin_tools_load_and_a_failing_module_is_skipped(tmp_path, monkeypatch):
@@ -23,15 +25,15 @@ def test_builtin_tools_load_and_a_failing_module_is_skipped(tmp_path, monkeypatc
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "good.py").write_text(textwrap.dedent("""
-        from execengine.registry import ToolSpecs
+        from execengine.discovery import ToolSpecs
         specs = ToolSpecs()
         specs.register("good", "demo", {"parameters": {"type": "object"}},
                        lambda a, c: "fine")
     """))
-    (pkg / "bad.py").write_text("import does_not_exist_anywhere\nregister()\n")
-    (pkg / "helper.py").write_text("raise SystemExit('helpers must never be imported')\n")
+    (pkg / "bad.py").write_text("import does_not_exist_anywhere\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("execengine.discovery.TOOLS_PACKAGE", "fake_tools_pkg")
+    monkeypatch.setattr("execengine.discovery.BUILTIN_TOOL_MODULES",
+                        ("fake_tools_pkg.bad", "fake_tools_pkg.good"))
     reg = ToolRegistry()
     loaded = load_builtin_tools(reg)
     assert loaded == ["fake_tools_pkg.good"]

@@ -75,6 +75,7 @@ def test_own_tool_callable_from_a_script_hidden_param_and_uncallable_tool(host):
         print(json.dumps(hasattr(hermes_tools, "launch_missiles")))
         print(json.dumps(call_tool("weather", {"city": "Rome", "units": "F"})))
         print(json.dumps(call_tool("launch_missiles", {})))
+        print(json.dumps(call_tool("weather", {"city": 5, "junk": True})))
     """)
     assert r.status == "success", r.error
     out = [json.loads(line) for line in r.output.splitlines()]
@@ -83,6 +84,9 @@ def test_own_tool_callable_from_a_script_hidden_param_and_uncallable_tool(host):
     assert out[2] is False  # not callable: not in the stub
     assert "units" in out[3]["error"] and "not allowed" in out[3]["error"]
     assert "launch_missiles" in out[4]["error"] and "not available" in out[4]["error"]
+    # arguments a script sends are validated on the host like the model's
+    assert "city: expected string, got integer" in out[5]["error"]
+    assert "junk: unknown field (known fields: city, units)" in out[5]["error"]
     # only the allowed call reached a handler, with origin execute_code
     assert calls == [("weather", {"city": "Oslo"}, "execute_code")]
     assert r.tool_calls_made >= 1

@@ -22,7 +22,6 @@ from execengine.agent.client import (
     ChatCompletionsClient,
     ChatModel,
     ChatResponse,
-    ModelError,
     ScriptedModel,
 )
 from execengine.agent.handlers import MemoryStore, TodoStore, install_agent_handlers
@@ -31,6 +30,7 @@ from execengine.agent.messages import AssistantTurn, ToolCall, normalize_assista
 from execengine.agent.names import NameResolution, resolve_tool_name
 from execengine.agent.pipeline import CallOutcome, ToolCallPipeline, TurnOutcome
 from execengine.agent.transcript import TranscriptRepair, repair_transcript
+from execengine.errors import ModelError
 
 __all__ = [
     "AssistantTurn",

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from execengine.schema import validate_arguments
+from execengine.schema import validate_arguments, violations_message
 
 ArgumentStatus = Literal["ok", "truncated", "invalid_json", "not_object", "invalid_arguments"]
 
@@ -138,8 +138,6 @@ def check_arguments(
     return ParsedArguments(
         "invalid_arguments",
         args=parsed.args,
-        error=f"Invalid arguments for {tool!r}; the tool was not run:\n"
-        + "\n".join(f"- {v}" for v in violations)
-        + "\nFix these and call it again.",
+        error=violations_message(tool, violations),
         violations=tuple(violations),
     )

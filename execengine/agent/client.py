@@ -22,22 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from execengine.config import Config
-from execengine.errors import ConfigError, ExecEngineError
+from execengine.errors import ConfigError, ModelError
 
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-
-
-class ModelError(ExecEngineError):
-    """The model endpoint failed: unreachable, an HTTP error, or a malformed response."""
-
-    def __init__(self, message: str, *, status: int | None = None, body: str = "",
-                 retryable: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body
-        #: a later attempt may succeed (rate limit, server error, connection failure)
-        self.retryable = retryable or status in RETRY_STATUSES
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from execengine.context import ToolContext
-from execengine.errors import ExecEngineError
+from execengine.errors import MemoryFileError
 from execengine.registry import Handler, ToolRegistry
 
 TODO_STATUSES = ("pending", "in_progress", "completed", "cancelled")
@@ -62,10 +62,6 @@ class TodoStore:
         items = self.items(session)
         counts = {s: sum(1 for i in items if i["status"] == s) for s in TODO_STATUSES}
         return {"todos": items, "summary": counts}
-
-
-class MemoryFileError(ExecEngineError):
-    """The memory file is unusable; the message is shown to the model."""
 
 
 class MemoryStore:

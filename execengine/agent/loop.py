@@ -23,11 +23,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from execengine.agent.client import ChatCompletionsClient, ChatModel, ModelError
+from execengine.agent.client import ChatCompletionsClient, ChatModel
 from execengine.agent.messages import AssistantTurn
 from execengine.agent.pipeline import CallOutcome, ToolCallPipeline, TurnOutcome
 from execengine.agent.transcript import repair_transcript
 from execengine.context import CallContext
+from execengine.errors import ModelError
 from execengine.registry import ToolRegistry
 
 StopReason = Literal["answer", "budget", "empty", "error"]
@@ -56,7 +57,8 @@ class ConversationResult:
     transcript_repairs: int = 0
 
 
-def _initial(prompt: str | Sequence[Mapping[str, Any]], system: str | None) -> list[dict]:
+def _initial(prompt: str | Sequence[Mapping[str, Any]],
+             system: str | None) -> list[dict[str, Any]]:
     if isinstance(prompt, str):
         msgs: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     else:

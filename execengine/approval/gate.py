@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from execengine._configload import default_config_path
 from execengine.approval.approver import (
     Answer,
     ApprovalRequest,
@@ -83,7 +84,9 @@ def _approvers(ctx: ToolContext) -> Approver:
     return ChainApprover(chain)
 
 
-def check_command(command: str, ctx: ToolContext) -> Verdict:
+def check_command(command: str, ctx: ToolContext, *, sandboxed: bool = False) -> Verdict:
+    """``sandboxed``: the command runs inside a sandbox (see
+    :mod:`execengine.confine.terminal`), which is the boundary: only hard blocks apply."""
     found = assess(command)
     if found.blocked:
         what = ", ".join(p.description for p in found.blocked)
@@ -92,6 +95,9 @@ def check_command(command: str, ctx: ToolContext) -> Verdict:
                                                                for p in found.blocked))
     if not found.flagged:
         return Verdict(True, "safe")
+    if sandboxed:
+        return Verdict(True, "sandboxed", "runs in a sandbox: no approval needed",
+                       found.descriptions)
     cfg = ctx.config.approvals
     state = ctx.service(APPROVALS, ApprovalState)
     session = ctx.task_key
@@ -131,7 +137,6 @@ def check_command(command: str, ctx: ToolContext) -> Verdict:
 
 
 def _persist(ctx: ToolContext, descriptions: tuple[str, ...]) -> None:
-    from execengine._configload import default_config_path
 
     path = ctx.config.config_path() or default_config_path()
     for d in descriptions:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from execengine.config import parse_config
 from execengine.errors import ConfigError
 
 _lock = threading.Lock()
@@ -32,10 +33,6 @@ def _find(mapping: yaml.Node | None, key: str) -> tuple[yaml.Node, yaml.Node] | 
         if isinstance(k, yaml.ScalarNode) and k.value == key:
             return k, v
     return None
-
-
-def _line_start(text: str, index: int) -> int:
-    return text.rfind("\n", 0, index) + 1
 
 
 def _line_end(text: str, index: int) -> int:
@@ -93,8 +90,6 @@ def add_entry(text: str, description: str) -> str:
 
 def persist_allowlist(path: str | Path, description: str) -> bool:
     """Append ``description`` unless present; True when the file changed."""
-    from execengine._configload import parse
-
     path = Path(path).expanduser()
     with _lock:
         try:
@@ -103,7 +98,7 @@ def persist_allowlist(path: str | Path, description: str) -> bool:
             text = ""
         except OSError as exc:
             raise ConfigError(f"cannot read config file: {exc}", path=str(path)) from exc
-        current = parse(text, source=str(path)) if text.strip() else None
+        current = parse_config(text, source=str(path)) if text.strip() else None
         if current is not None and description in current.approvals.command_allowlist:
             return False
         try:
@@ -112,7 +107,7 @@ def persist_allowlist(path: str | Path, description: str) -> bool:
             raise ConfigError(f"YAML error: {exc}", path=str(path)) from exc
         except ConfigError as exc:
             raise ConfigError(exc.reason, path=str(path), key=exc.key) from exc
-        parse(new, source=str(path))  # never write a file the loader would refuse
+        parse_config(new, source=str(path))  # never write a file the loader would refuse
         _atomic_write(path, new)
         return True
 

@@ -37,6 +37,7 @@ from execengine.approval.approver import (
 )
 from execengine.approval.gate import ApprovalState
 from execengine.config import ApprovalsConfig
+from execengine.engine.capture import redact
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,6 @@ _SECRET_ASSIGNMENT = re.compile(
 def redact_script(code: str) -> str:
     """The script as a person may be shown it: API-key-like values and string literals
     assigned to secret-looking names masked. The raw script is what is assessed and run."""
-    from execengine.engine.capture import redact
 
     def mask(m: re.Match[str]) -> str:
         return f"{m.group('name')}{m.group('q')}[REDACTED]{m.group('q')}"

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from execengine.bench.errors import BenchError
+from execengine.errors import BenchError
 
 CACHE_MODES = ("warm", "cold", "off")
 _KEYS = {"provider", "input", "cached_input", "cache_write", "output", "cache_min", "cache_step",

@@ -27,7 +27,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from execengine.config import Config
+from execengine.engine import Engine
 from execengine.hostdirs import owner_tag
+from execengine.isolation import cgroups
 from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
@@ -114,8 +116,6 @@ def _tagged_dirs() -> int:
 
 
 def _cgroups() -> int:
-    from execengine.isolation import cgroups
-
     try:
         layout = cgroups.discover()
     except OSError:
@@ -134,8 +134,6 @@ def _cgroups() -> int:
 def run(level: str, executions: int, calls: int, *, timeout: float = 300.0) -> LoadReport:
     """Run ``executions`` scripts at once at isolation ``level`` (``auto``, ``none``, ...),
     each making ``calls`` tool calls, and report (see the module docstring)."""
-    from execengine.engine import Engine
-
     config = Config().with_overrides({
         "code_execution.isolation": level, "code_execution.mode": "strict",
         "code_execution.timeout": timeout, "code_execution.hello_timeout": timeout,

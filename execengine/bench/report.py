@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.cost import Prices, bill, load_prices
-from execengine.bench.errors import BenchError
 from execengine.bench.tokens import INSTALL_HINT
+from execengine.cli._common import table as render
+from execengine.errors import BenchError
 
 if TYPE_CHECKING:
     from execengine.bench.runner import WorkflowResult
@@ -198,7 +199,6 @@ def _line(c: Mapping[str, Any], metric: str) -> str:
 
 def table(summary: Mapping[str, Any]) -> str:
     """The human-readable report."""
-    from execengine.cli._common import table as render
 
     prefix, base = summary["prefix"], summary["baseline"]
     rows = []
@@ -326,6 +326,7 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
     except ImportError as exc:
         raise BenchError(f"matplotlib is not installed; {INSTALL_HINT}") from exc
     rows = summary["workflows"]
@@ -366,7 +367,7 @@ def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
         ax.set_xlim(min(-5.0, min(vals) - 5), 100)
         ax.set_xlabel(title)
         ax.legend(loc="lower left", fontsize=7, frameon=False)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in FAMILY_COLORS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in FAMILY_COLORS.values()]
     fig.legend(handles, list(FAMILY_COLORS), loc="lower center", ncol=len(FAMILY_COLORS),
                fontsize=8, frameon=False)
     pr = summary.get("prices", {})

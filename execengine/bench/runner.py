@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.errors import WorkflowError
-from execengine.bench.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE
+from execengine.bench.fixtures import Fixtures
+from execengine.bench.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, TokenCounter
 from execengine.bench.workflow import (
     Call,
     Workflow,
@@ -37,6 +37,10 @@ from execengine.bench.workflow import (
     decode_result,
     normalize,
 )
+from execengine.config import Config
+from execengine.engine import Engine
+from execengine.errors import WorkflowError
+from execengine.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
@@ -425,11 +429,6 @@ def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
 
     ``config`` (default: built-in defaults) is adjusted by :func:`bench_overrides`.
     """
-    from execengine.bench.fixtures import Fixtures
-    from execengine.bench.tokens import TokenCounter
-    from execengine.config import Config
-    from execengine.engine import Engine
-    from execengine.registry import ToolRegistry
 
     counter = TokenCounter(encoding)
     out: list[WorkflowResult] = []

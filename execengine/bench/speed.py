@@ -47,7 +47,11 @@ import psutil
 
 from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config, load_config
+from execengine.engine.core import Engine
+from execengine.isolation import detect, make_launcher
+from execengine.launch.base import LaunchSpec
 from execengine.policy import ToolPolicy
+from execengine.registry import ToolRegistry
 
 SUITES = ("startup", "launch", "roundtrip", "concurrency", "throughput", "scaling", "memory")
 LEVELS = ("none", "restricted", "isolated")
@@ -59,7 +63,6 @@ NOOP_SCHEMA = {"description": "A tool that does nothing (optionally sleeps).", "
 
 
 def _noop_registry(config: Config) -> Any:
-    from execengine.registry import ToolRegistry
 
     reg = ToolRegistry(config)
 
@@ -76,7 +79,6 @@ def _noop_registry(config: Config) -> Any:
 @contextlib.contextmanager
 def noop_engine(config: Config, level: str | None = None, **overrides: Any) -> Iterator[Any]:
     """An engine whose only tool, ``web_search``, is a no-op (``sleep`` seconds)."""
-    from execengine.engine.core import Engine
 
     settings: dict[str, Any] = {"code_execution.max_tool_calls": 5000,
                                 "code_execution.timeout": 300.0, **overrides}
@@ -94,8 +96,6 @@ def noop_engine(config: Config, level: str | None = None, **overrides: Any) -> I
 
 def make_engine(config: Config, root: str) -> Any:
     """An engine with the built-in tools working in ``root``."""
-    from execengine.engine.core import Engine
-    from execengine.registry import ToolRegistry
 
     cfg = config.with_overrides({"terminal.cwd": root, "code_execution.max_tool_calls": 5000,
                                  "code_execution.timeout": 300.0})
@@ -103,7 +103,6 @@ def make_engine(config: Config, root: str) -> Any:
 
 
 def available_levels() -> list[str]:
-    from execengine.isolation import detect
 
     report = detect()
     return [lv for lv in LEVELS if report.levels.get(lv)]
@@ -187,8 +186,6 @@ def startup(config: Config, *, reps: int, levels: list[str]) -> list[Figure]:
 
 
 def launch(config: Config, *, reps: int, levels: list[str]) -> list[Figure]:
-    from execengine.isolation import make_launcher
-    from execengine.launch.base import LaunchSpec
 
     bare = [sys.executable, "-I", "-S", "-c", "pass"]
     out: list[Figure] = []

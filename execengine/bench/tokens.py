@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.errors import BenchError
+from execengine.errors import BenchError
 
 if TYPE_CHECKING:
     import tiktoken

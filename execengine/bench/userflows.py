@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from execengine.bench import helpers
-from execengine.bench.errors import WorkflowError
 from execengine.bench.workflow import FAMILIES, Call, Plan, Workflow, batches
+from execengine.errors import WorkflowError
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures

@@ -27,7 +27,8 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.errors import WorkflowError
+from execengine._runtime import runtime_module
+from execengine.errors import WorkflowError
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
@@ -52,7 +53,7 @@ def call(tool: str, **args: Any) -> Call:
 
 def same_answer(a: Any, b: Any) -> bool:
     """Equal after a JSON round trip (tuples and lists alike, dict order ignored)."""
-    return normalize(a) == normalize(b)
+    return bool(normalize(a) == normalize(b))
 
 
 def normalize(value: Any) -> Any:
@@ -60,18 +61,9 @@ def normalize(value: Any) -> Any:
 
 
 def decode_result(text: str) -> Any:
-    """A tool's result text as a script sees it: JSON decoded (twice when the JSON is itself
-    a JSON string), anything else as the text."""
-    try:
-        value = json.loads(text)
-    except (ValueError, TypeError):
-        return text
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
+    """A tool's result text as a script sees it: the child runtime's own decoding (JSON
+    decoded, twice when the JSON is itself a JSON string; anything else as the text)."""
+    return runtime_module("client").decode_result(text)
 
 
 def answer_from_output(output: str) -> Any:

@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from execengine.bench.errors import BenchError
+from execengine.bench import report, suite, userflows
+from execengine.bench.cost import load_prices
+from execengine.bench.live.run import run_live_cli
+from execengine.bench.runner import MINIMAL, Prefix, run_suite
+from execengine.bench.speed import SUITES, run_all
+from execengine.cli._common import config_from, table
+from execengine.errors import BenchError, did_you_mean
 
 
 def add_parser(sub: Any) -> None:
@@ -68,7 +74,6 @@ def add_parser(sub: Any) -> None:
                       help="model calls allowed per run (default 40)")
     t.set_defaults(func=run_tokens)
 
-    from execengine.bench.speed import SUITES
 
     s = bsub.add_parser("speed", help="engine speed against same-run baselines",
                         description="Start-up, launch, tool round trips, concurrency, "
@@ -83,7 +88,6 @@ def add_parser(sub: Any) -> None:
 
 
 def _workflows(args: argparse.Namespace) -> list[Any]:
-    from execengine.bench import suite, userflows
 
     if args.workflow:
         return [wf for path in args.workflow for wf in userflows.load(path)]
@@ -91,17 +95,12 @@ def _workflows(args: argparse.Namespace) -> list[Any]:
     wanted = list(args.only or (suite.QUICK if args.quick else named))
     unknown = [n for n in wanted if n not in named]
     if unknown:
-        from execengine.errors import did_you_mean
 
         raise BenchError(f"unknown workflow {unknown[0]!r}{did_you_mean(unknown[0], named)}")
     return [named[n] for n in wanted]
 
 
 def run_tokens(args: argparse.Namespace) -> int:
-    from execengine.bench import report
-    from execengine.bench.cost import load_prices
-    from execengine.bench.runner import MINIMAL, Prefix, run_suite
-    from execengine.cli._common import config_from, table
 
     workflows = _workflows(args)
     if args.list:
@@ -111,7 +110,6 @@ def run_tokens(args: argparse.Namespace) -> int:
     prices = load_prices(args.prices)
     prices.sheet(args.price)  # a bad name fails before anything runs
     if args.model:
-        from execengine.bench.live.run import run_live_cli
 
         return run_live_cli(args, workflows, prices)
     realistic = Prefix("realistic", system_tokens=args.system_tokens, session_tools=True)
@@ -140,7 +138,6 @@ def run_tokens(args: argparse.Namespace) -> int:
 
 
 def run_speed(args: argparse.Namespace) -> int:
-    from execengine.bench.speed import run_all
 
     return run_all(quick=args.quick, config_path=getattr(args, "config", None),
                    suites=args.suite, json_path=args.json)

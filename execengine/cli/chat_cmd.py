@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
+from execengine.agent.pipeline import TurnOutcome
+from execengine.approval import PromptApprover
 from execengine.cli._common import config_from, print_json, registry_from
+from execengine.context import CallContext
+from execengine.engine import Engine
 
 if TYPE_CHECKING:
     from execengine.context import CallContext
@@ -37,17 +42,12 @@ def _terminal_approver(config: Any) -> CallContext | None:
     question on stderr, the answer from stdin); otherwise the approval policy decides."""
     if not sys.stdin.isatty():
         return None
-    from execengine.approval import PromptApprover
-    from execengine.context import CallContext
 
     return CallContext(approver=PromptApprover(sys.stdin, sys.stderr,
                                                timeout=config.approvals.timeout))
 
 
 def run_chat(args: argparse.Namespace) -> int:
-    from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
-    from execengine.agent.pipeline import TurnOutcome
-    from execengine.engine import Engine
 
     if args.max_iterations is not None and args.max_iterations < 1:
         print("execengine: error: --max-iterations must be at least 1", file=sys.stderr)

@@ -7,7 +7,7 @@ from typing import Any
 
 from execengine._configload import find_config
 from execengine.cli._common import config_from, print_json, table
-from execengine.config import iter_options
+from execengine.config import Config, iter_options, option_choices
 
 
 def add_parser(sub: Any) -> None:
@@ -68,7 +68,9 @@ def reference_table() -> str:
     lines = ["| key | default | meaning |", "|---|---|---|"]
     for key, f in iter_options():
         doc = f.metadata.get("doc", "")
-        choices = f.metadata.get("choices")
+        section, _, name = key.rpartition(".")
+        owner = type(Config().get(section)) if section else Config
+        choices = option_choices(owner, name)
         if choices:
             doc += " (" + " / ".join(_fmt(c) for c in choices) + ")"
         default = f.default

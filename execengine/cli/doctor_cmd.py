@@ -7,6 +7,8 @@ from typing import Any
 
 from execengine.cli._common import config_from, print_json, table
 from execengine.errors import IsolationError
+from execengine.isolation.choose import choose_level
+from execengine.isolation.detect import detect
 
 
 def add_parser(sub: Any) -> None:
@@ -20,8 +22,6 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from execengine.isolation.choose import choose_level
-    from execengine.isolation.detect import detect
 
     config = config_from(args)
     ce = config.code_execution

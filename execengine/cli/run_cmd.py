@@ -116,7 +116,8 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
     t.join()
     if "error" in box:
         raise box["error"]
-    return box["result"]
+    result: ExecutionResult = box["result"]
+    return result
 
 
 def _print_human(result: ExecutionResult) -> None:

@@ -17,6 +17,7 @@ from execengine.context import CallContext
 from execengine.errors import UnknownToolError
 from execengine.registry import ToolRegistry
 from execengine.rpc.channel import CallHandler
+from execengine.schema import validate_arguments, violations_message
 
 
 def script_safe(registry: ToolRegistry, name: str) -> bool:
@@ -61,24 +62,29 @@ def _without(fn: dict[str, Any], hidden: frozenset[str]) -> dict[str, Any]:
 def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHandler:
     """Dispatch a script's call through the normal dispatcher (hooks, approval, caps).
 
-    Every call goes out with ``context`` and origin ``execute_code``; a tool that is not
-    callable from scripts, or a hidden parameter, is refused before dispatch.
+    Every call goes out with ``context`` and origin ``execute_code``. A tool that is not
+    callable from scripts, a hidden parameter, or arguments that do not fit the tool's
+    schema (wrong types, unknown fields...) are refused before dispatch, with the same
+    message the model gets for its own calls.
     """
     context = context.replace(origin="execute_code")
 
     def handle(tool: str, args: dict[str, Any]) -> str:
         # one registry lookup per call (this runs for every call of every script)
         try:
-            policy = registry.get(tool).policy
+            entry = registry.get(tool)
         except UnknownToolError:
-            policy = None
-        if policy is None or not policy.script_callable or policy.agent_level:
+            entry = None
+        if entry is None or not entry.policy.script_callable or entry.policy.agent_level:
             return json.dumps({"error": f"{tool} is not callable from execute_code scripts"})
-        hidden = policy.hidden_params
+        hidden = entry.policy.hidden_params
         used = sorted(p for p in hidden if p in args) if hidden else None
         if used:
             return json.dumps({"error": f"{tool} from execute_code does not take "
                                         f"{', '.join(used)}: not allowed from scripts"})
+        violations = validate_arguments(entry.parameters, args)
+        if violations:
+            return json.dumps({"error": violations_message(tool, violations)})
         return registry.dispatch(tool, args, context)
 
     return handle

@@ -13,16 +13,21 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import socket
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
 from execengine.childenv import build_child_env
-from execengine.config import Config
+from execengine.config import MODES, Config, Mode
+from execengine.confine.domains import DomainPolicy
+from execengine.confine.policy import ExecutionPolicy
+from execengine.confine.proxy import AllowListProxy
 from execengine.context import CallContext
 from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
@@ -48,18 +53,17 @@ from execengine.engine.staging import (
 )
 from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
-from execengine.errors import SandboxError, ToolError
+from execengine.errors import ConfigError, SandboxError, ToolError
 from execengine.hostdirs import sweep
+from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
-from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
+from execengine.rpc.channel import SOCKET_DIR_PREFIX, make_socket_dir, socket_roots
+from execengine.rpc.memory import MemoryServer
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 log = logging.getLogger(__name__)
-
-MODES = ("project", "strict")
-
 
 def clean_leftovers(config: Config) -> None:
     """Remove what killed hosts left behind (their staging, socket and runtime directories)
@@ -78,7 +82,12 @@ class Engine:
     """Runs scripts. A context manager; :meth:`close` is idempotent."""
 
     def __init__(self, config: Config | None = None, registry: ToolRegistry | None = None,
-                 launcher: Launcher | None = None) -> None:
+                 launcher: Launcher | None = None, *,
+                 server: RpcServer | MemoryServer | None = None) -> None:
+        """``launcher`` and ``server`` are seams: by default the level the config picks and
+        the socket RPC server; tests pass :class:`~execengine.launch.inprocess.
+        InProcessLauncher` and :class:`~execengine.rpc.memory.MemoryServer`. The engine
+        closes what it is given."""
         self.config = config or (registry.config if registry is not None else Config())
         self._own_registry = registry is None
         self.registry = registry if registry is not None else ToolRegistry.with_builtins(
@@ -90,20 +99,19 @@ class Engine:
         if launcher is None:
             # The level comes from code_execution.isolation (auto: the highest this host
             # supports; min_isolation turns a downgrade into IsolationError).
-            from execengine.isolation import make_launcher
 
             launcher = make_launcher(self.config)
         self.launcher = launcher
         clean_leftovers(self.config)
         self.runtime = Runtime()
-        self._server: RpcServer | None = None
+        self._server: RpcServer | MemoryServer | None = server
         self._lock = threading.Lock()
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------
 
     @property
-    def server(self) -> RpcServer:
+    def server(self) -> RpcServer | MemoryServer:
         with self._lock:
             if self._closed:
                 raise SandboxError("the engine is closed")
@@ -134,7 +142,6 @@ class Engine:
     def __del__(self) -> None:
         # a finalizer only warns: closing (server thread, spawner, runtime dir) is close()'s
         if not getattr(self, "_closed", True):
-            import warnings
 
             warnings.warn("Engine was not closed (use `with Engine(...)` or close())",
                           ResourceWarning, stacklevel=1)
@@ -166,7 +173,7 @@ class Engine:
         tools: Iterable[str] | None = None,
         interrupt: threading.Event | None = None,
         timeout: float | None = None,
-        mode: str | None = None,
+        mode: Mode | None = None,
         context: CallContext | None = None,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
@@ -182,16 +189,14 @@ class Engine:
         ce = self.config.code_execution
         mode = mode or ce.mode
         if mode not in MODES:
-            log.warning("unknown code_execution mode %r; using 'project'", mode)
-            mode = "project"
+            raise ConfigError(f"unknown mode {mode!r}; expected one of "
+                              f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
         limit = float(timeout if timeout is not None else ce.timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets))
         call = context or CallContext()
         task_id = task_id if task_id is not None else call.task_id
         cwd = cwd or call.cwd
-        call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
-        handler = script_call_handler(self.registry, call)
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                      secrets.token_hex(16))
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
@@ -199,10 +204,34 @@ class Engine:
         with contextlib.ExitStack() as stack:
             staging = stack.enter_context(Staging(code))
             stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
+            workdir = self._workdir(mode, cwd, task_id, staging.path)
+            # one policy for the script and every tool call it makes (see execengine.confine)
+            policy = ExecutionPolicy.for_execution(
+                self.config, cwd=workdir, level=self.launcher.level,
+                extra_writable=(staging.path,))
+            if policy.network == "allowlist":
+                # the host-side proxy enforcing the allow-list for this execution, on the
+                # loopback and on a Unix socket in a private folder (bridged into an
+                # isolated sandbox's own network namespace)
+                proxy_dir = make_socket_dir()
+                stack.callback(shutil.rmtree, proxy_dir, True)
+                proxy = stack.enter_context(AllowListProxy(
+                    DomainPolicy.of(policy.allowed_domains, policy.denied_domains),
+                    unix_path=os.path.join(proxy_dir, "proxy.sock")))
+                policy = replace(policy, proxy_port=proxy.port, proxy_socket=proxy.unix_path)
+            # the script's tool calls: its cwd, its policy, and (in a sandbox) the launcher
+            # its terminal commands run through
+            # (confined, relative paths start where the script runs; unconfined, as before:
+            # the task's working directory)
+            call = call.replace(
+                task_id=task_id,
+                cwd=os.path.abspath(cwd) if cwd else (workdir if policy.confined else None),
+                policy=policy,
+                sandbox_launcher=self.launcher if self.launcher.level != "none" else None)
+            handler = script_call_handler(self.registry, call)
             channel = stack.enter_context(self.server.open(
                 exec_id=exec_id, token=token, allowed=names, handler=handler,
-                max_tool_calls=ce.max_tool_calls))
-            workdir = self._workdir(mode, cwd, task_id, staging.path)
+                max_tool_calls=ce.max_tool_calls, check_peer=True))
             runtime = self.runtime.path
             interpreter = choose(mode, configured=ce.python)
             # the watchdog socket: the child says ready on it, and EOF on it tells the child
@@ -223,18 +252,30 @@ class Engine:
                         # the reference system's names, for scripts and helpers reading them
                         "HERMES_RPC_SOCKET": channel.socket_path,
                         "HERMES_RPC_TOKEN": token,
+                        **policy.proxy_env(),
                     })
                 spec = LaunchSpec(
                     argv=[interpreter, "-c", BOOTSTRAP_ENTRY, staging.script_path],
                     env=env, cwd=workdir, run_token=run_token,
-                    writable_paths=tuple(dict.fromkeys((workdir, staging.path))),
+                    writable_paths=tuple(dict.fromkeys((
+                        workdir, staging.path,
+                        *(os.path.expanduser(p) for p in self.config.policy.writable_roots
+                          if os.path.isdir(os.path.expanduser(p)))))),
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
-                    limits=self._limits(limit),
+                    protected_paths=policy.protected,
+                    limits=self._limits(limit, policy),
                 )
                 child = self.launcher.launch(spec)
             finally:
                 os.close(watch_r)
+            # only the child's uid may talk on its socket (SO_PEERCRED, checked first)
+            slot_uid = getattr(child, "uid", None)
+            try:
+                channel.expect_peer([slot_uid if slot_uid is not None else os.geteuid()])
+            except BaseException:
+                child.close()
+                raise
             outcome = supervise(child, stdout=stdout, stderr=stderr, timeout=limit,
                                 kill_grace=ce.kill_grace, interrupt=interrupt,
                                 ready=watch_host, hello_timeout=ce.hello_timeout)
@@ -308,12 +349,15 @@ class Engine:
         except Exception:  # a closed registry: fall back to the process's cwd
             return os.getcwd()
 
-    def _limits(self, timeout: float) -> LaunchLimits:
+    def _limits(self, timeout: float, policy: ExecutionPolicy | None = None) -> LaunchLimits:
         ce = self.config.code_execution
         cpu = ce.cpu_seconds if ce.cpu_seconds is not None else int(timeout) + 1
+        network = policy.network == "on" if policy is not None else ce.network
         return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=cpu,
                             max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
-                            tmp_mb=ce.tmp_mb, network=ce.network)
+                            tmp_mb=ce.tmp_mb, network=network,
+                            proxy_port=policy.proxy_port if policy is not None else None,
+                            proxy_socket=policy.proxy_socket if policy is not None else None)
 
 
 def execute_code(code: str, *, config: Config | None = None,

@@ -28,9 +28,9 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator
 
 from execengine._resources import sandbox_dir
+from execengine._runtime import RUNTIME_PACKAGE
 from execengine.hostdirs import make_dir
 
-RUNTIME_PACKAGE = "_execengine"
 #: the child's ``python -c`` program (``-c`` rather than ``-m``: no runpy at start-up);
 #: the same text as ``sandbox/bootstrap.py``'s ``ENTRY``
 BOOTSTRAP_ENTRY = f"import sys; from {RUNTIME_PACKAGE}.bootstrap import main; sys.exit(main())"

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.paths import PathGuard, Scope
 
 __all__ = ["FileOpError", "PathGuard", "Scope"]

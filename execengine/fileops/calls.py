@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from execengine.fileops.errors import FileOpError
+from execengine.confine.policy import ExecutionPolicy, policy_of
+from execengine.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.workdirs import task_cwd
 
@@ -15,8 +16,13 @@ if TYPE_CHECKING:
 
 
 def scope_of(ctx: ToolContext) -> Scope:
-    """The call's working directory (:func:`task_cwd`) and the config's path guard."""
-    return Scope.for_call(ctx.config, task_cwd(ctx))
+    """The call's working directory (:func:`task_cwd`), the config's path guard and, for a
+    call under a confining execution policy, its roots. Use it as a context manager."""
+    cwd = task_cwd(ctx)
+    policy = policy_of(ctx)
+    if policy is None and ctx.origin == "agent" and ctx.config.policy.agent_calls == "confined":
+        policy = ExecutionPolicy.for_execution(ctx.config, cwd=cwd, level="none", agent=True)
+    return Scope.for_call(ctx.config, cwd, policy)
 
 
 def filesystem_available(config: Config) -> bool | str:

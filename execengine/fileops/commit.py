@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from execengine.fileops.errors import FileOpError
-from execengine.fileops.textio import atomic_write
+from execengine.errors import FileOpError
+from execengine.fileops.textio import atomic_write, real_target
 
 
 @dataclass
@@ -35,7 +35,7 @@ class _Staged:
         data = self.change.data
         if data is None:
             return
-        target = Path(os.path.realpath(self.change.path))
+        target = real_target(self.change.path)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
                                         dir=target.parent)
@@ -44,7 +44,7 @@ class _Staged:
             fh.flush()
             os.fsync(fh.fileno())
         try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
+            mode = stat.S_IMODE(os.lstat(target).st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
         except FileNotFoundError:
             umask = os.umask(0)
             os.umask(umask)
@@ -56,7 +56,7 @@ class _Staged:
             os.unlink(self.change.path)
         else:
             assert self.tmp is not None
-            os.replace(self.tmp, os.path.realpath(self.change.path))
+            os.replace(self.tmp, real_target(self.change.path))
             self.tmp = None
 
     def rollback(self) -> None:

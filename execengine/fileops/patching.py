@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from execengine.errors import FileOpError
 from execengine.fileops import udiff, v4a
 from execengine.fileops.commit import Change, commit_all
 from execengine.fileops.diffs import unified
-from execengine.fileops.errors import FileOpError
 from execengine.fileops.paths import Scope
-from execengine.fileops.textio import read_text
+from execengine.fileops.textio import read_bytes, read_text
 
 
 @dataclass(frozen=True)
@@ -57,12 +57,12 @@ def apply_patch(scope: Scope, text: str) -> dict[str, Any]:
             if after.strip():
                 raise FileOpError(f"patch deletes {shown!r} but its hunks do not remove all "
                                   "of its content; no file was changed")
-            changes.append(Change(src, None, src.read_bytes()))
+            changes.append(Change(src, None, read_bytes(src, "patch")))
         else:
-            original = dst.read_bytes() if dst.exists() else None
+            original = read_bytes(dst, "patch") if dst.exists() else None
             changes.append(Change(dst, after.encode("utf-8"), original))
             if src is not None and src != dst:
-                changes.append(Change(src, None, src.read_bytes()))
+                changes.append(Change(src, None, read_bytes(src, "patch")))
         claimed.update(str(p) for p in (src, dst) if p is not None)
         outcomes.append(FileOutcome(shown, fp.action, len(fp.hunks)))
         diffs.append(unified(before, after, shown, created=src is None, deleted=dst is None))

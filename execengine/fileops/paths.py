@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from execengine.fileops.errors import FileOpError
+from execengine.confine.files import FileConfinement
+from execengine.errors import FileOpError
 
 if TYPE_CHECKING:
     from execengine.config import Config
+    from execengine.confine.policy import ExecutionPolicy
+
+#: actions that change the file system (their paths are anchored under a confinement)
+WRITE_ACTIONS = frozenset({"writing", "patching"})
 
 
 def resolve_path(raw: str, cwd: str) -> Path:
@@ -70,11 +75,13 @@ class PathGuard:
         self._entries = tuple(entries)
 
     @classmethod
-    def from_config(cls, config: Config) -> PathGuard:
+    def from_config(cls, config: Config, policy: ExecutionPolicy | None = None) -> PathGuard:
         denied = list(config.files.denied_paths)
         if config.source:
             denied.append(config.source)
-        return cls(denied)
+        if policy is not None:
+            denied += policy.denied_paths
+        return cls(dict.fromkeys(denied))
 
     def reason(self, path: Path | str) -> str | None:
         """Why ``path`` is denied, or None when it is allowed."""
@@ -109,20 +116,60 @@ class PathGuard:
 
 @dataclass(frozen=True)
 class Scope:
-    """A call's working directory and guard: turns path arguments into checked paths."""
+    """A call's working directory and guard: turns path arguments into checked paths.
+
+    With a ``confinement`` (a script's call under an execution policy) reads must stay
+    beneath the readable roots and writes are *anchored* beneath the writable roots (see
+    :mod:`execengine.confine.files`); use the scope as a context manager so the
+    confinement is active for every open and its fds are closed at the end."""
 
     cwd: str
     guard: PathGuard
+    confinement: FileConfinement | None = None
+    _lexical: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def for_call(cls, config: Config, cwd: str) -> Scope:
-        return cls(cwd, PathGuard.from_config(config))
+    def for_call(cls, config: Config, cwd: str, policy: ExecutionPolicy | None = None
+                 ) -> Scope:
+        if policy is None or not policy.confined:
+            return cls(cwd, PathGuard.from_config(config))
+        guard = PathGuard.from_config(config, policy)
+        return cls(cwd, guard, FileConfinement(policy, guard))
 
     def path(self, raw: str, action: str) -> tuple[Path, str]:
         """``(absolute path, display form)``; raises :class:`FileOpError` when denied."""
         path = resolve_path(raw, self.cwd)
         self.guard.check(path, action)
-        return path, display_path(path, self.cwd)
+        shown = display_path(path, self.cwd)
+        if self.confinement is None:
+            return path, shown
+        if action in WRITE_ACTIONS:
+            anchored = self.confinement.anchor(os.fspath(path), action)
+            self._lexical[os.fspath(anchored)] = os.fspath(path)
+            return anchored, shown
+        self.confinement.check_read(os.fspath(path), action)
+        return path, shown
+
+    def lexical(self, path: Path | str) -> str:
+        """The path as the caller named it (an anchored path mapped back)."""
+        return self._lexical.get(os.fspath(path), os.fspath(path))
 
     def show(self, path: Path | str) -> str:
-        return display_path(path, self.cwd)
+        return display_path(self.lexical(path), self.cwd)
+
+    def close(self) -> None:
+        if self.confinement is not None:
+            self.confinement.close()
+
+    def __enter__(self) -> Scope:
+        if self.confinement is not None:
+            active = self.confinement.active()
+            active.__enter__()
+            object.__setattr__(self, "_active", active)  # frozen: the open block's state
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        active = self.__dict__.pop("_active", None)
+        if active is not None:
+            active.__exit__(None, None, None)
+        self.close()

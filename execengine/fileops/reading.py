@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from execengine.fileops.errors import FileOpError
+from execengine.confine.files import open_binary
+from execengine.errors import FileOpError
 from execengine.fileops.textio import SNIFF_BYTES, looks_binary
 
 MAX_LINE_CHARS = 2000
@@ -74,7 +75,7 @@ def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int)
         raise FileOpError(f"Cannot read {shown!r}: it is a directory; use search_files with "
                           "target='files' to list it", is_directory=True)
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below, streamed
+        fh = open_binary(path)  # verified under a confining policy; closed below
     except FileNotFoundError:
         raise FileOpError(f"File not found: {shown!r}") from None
     except PermissionError:

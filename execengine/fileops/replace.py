@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 
 _WS = re.compile(r"\s+")
 _STRATEGIES: tuple[tuple[str, Callable[[str], str]], ...] = (

@@ -6,6 +6,8 @@ import difflib
 import os
 from pathlib import Path
 
+from execengine.fileops.paths import display_path
+
 #: entries looked at when searching the working directory for the same file name
 _SCAN_LIMIT = 5000
 _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", ".tox"})
@@ -13,7 +15,6 @@ _SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", "venv", 
 
 def suggest_paths(missing: Path, cwd: str, *, limit: int = 5) -> list[str]:
     """Existing paths the caller probably meant, best first (relative to ``cwd`` if below)."""
-    from execengine.fileops.paths import display_path
 
     found: list[str] = []
     # 1. the deepest existing ancestor: names close to the next missing component

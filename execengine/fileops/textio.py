@@ -14,7 +14,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from execengine.fileops.errors import FileOpError
+from execengine.confine.files import is_anchored, open_binary
+from execengine.errors import FileOpError
 
 #: how much of a file :func:`looks_binary` inspects
 SNIFF_BYTES = 8192
@@ -57,7 +58,8 @@ def read_text(path: Path, what: str = "read", *, strict: bool = False) -> str:
 
 def read_bytes(path: Path, what: str = "read") -> bytes:
     try:
-        return path.read_bytes()
+        with open_binary(path) as fh:  # verified under a confining policy
+            return fh.read()
     except IsADirectoryError:
         raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is a directory") from None
     except FileNotFoundError:
@@ -69,8 +71,13 @@ def read_bytes(path: Path, what: str = "read") -> bytes:
 
 
 def atomic_write(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path`` atomically; returns True when the file was created."""
-    target = Path(os.path.realpath(path))
+    """Write ``data`` to ``path`` atomically; returns True when the file was created.
+
+    An anchored path (a confined call's, :mod:`execengine.confine.files`) is used as is:
+    resolving it would give up the folder that was checked. The set-user-ID and
+    set-group-ID bits of a replaced file are not carried over (as the kernel drops them
+    when an unprivileged writer changes a file)."""
+    target = real_target(path)
     if target.is_dir():
         raise FileOpError(f"Cannot write {os.fspath(path)!r}: it is a directory")
     try:
@@ -82,7 +89,7 @@ def atomic_write(path: Path, data: bytes) -> bool:
         raise FileOpError(f"Cannot create the folder of {os.fspath(path)!r}: "
                           f"{exc.strerror or exc}") from exc
     try:
-        old = os.stat(target)
+        old = os.lstat(target) if is_anchored(target) else os.stat(target)
     except FileNotFoundError:
         old = None
     except OSError as exc:
@@ -97,7 +104,7 @@ def atomic_write(path: Path, data: bytes) -> bool:
             fh.flush()
             os.fsync(fh.fileno())
         if old is not None:
-            os.chmod(tmp, stat.S_IMODE(old.st_mode))
+            os.chmod(tmp, stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
             if hasattr(os, "chown"):
                 with contextlib.suppress(OSError):
                     os.chown(tmp, old.st_uid, old.st_gid)
@@ -114,6 +121,11 @@ def atomic_write(path: Path, data: bytes) -> bool:
         raise
     _fsync_dir(target.parent)
     return old is None
+
+
+def real_target(path: Path | str) -> Path:
+    """Where a write of ``path`` lands: symlinks resolved, except for anchored paths."""
+    return Path(path) if is_anchored(path) else Path(os.path.realpath(path))
 
 
 def _fsync_dir(folder: Path) -> None:

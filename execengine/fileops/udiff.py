@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 
 _HUNK = re.compile(r"^@@+ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@+(.*)$")
 _BARE_HUNK = re.compile(r"^@@+(?:\s.*)?$")

@@ -17,7 +17,7 @@ Hunks carry no line numbers; they are located by their context, in order.
 
 from __future__ import annotations
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.udiff import FilePatch, Hunk
 
 BEGIN = "*** Begin Patch"

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from execengine.isolation import entry
+from execengine.isolation import entry, seccomp
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_MSG = 1 << 20
@@ -448,11 +448,12 @@ def main(argv: list[str]) -> int:
     # load libseccomp now: forked children must not import anything once they have
     # pivoted or dropped privileges (the interpreter's site-packages may be out of reach)
     with contextlib.suppress(ImportError, OSError):
-        from execengine.isolation import seccomp
-
         seccomp.load_module()
-        seccomp.compiled(False)  # both filters, compiled once (see seccomp.compiled)
-        seccomp.compiled(True)
+        # every filter, compiled once (see seccomp.compiled; the arguments exactly as
+        # entry.exec_workload passes them: they are the cache key)
+        seccomp.compiled(False, False)
+        seccomp.compiled(True, False)
+        seccomp.compiled(False, True)  # the allow-list proxy's variant
     with sock:
         Server(sock).serve()
     return 0

@@ -60,12 +60,14 @@ def read(path: str, kind: str = ACCESS) -> list[Entry]:
     return _from_mode(os.lstat(path).st_mode)
 
 
-def _with_group(entries: list[Entry], gid: int, perm: int | None) -> list[Entry]:
-    """``entries`` with the named-group entry for ``gid`` set to ``perm`` (None removes it),
-    and the mask recomputed as the union of the group class (what setfacl does)."""
-    out = [e for e in entries if e[0] != MASK and not (e[0] == GROUP and e[2] == gid)]
+def _with_group(entries: list[Entry], gid: int, perm: int | None, tag: int = GROUP
+                ) -> list[Entry]:
+    """``entries`` with the named-group entry for ``gid`` (with ``tag=USER``: the
+    named-user entry for that uid) set to ``perm`` (None removes it), and the mask
+    recomputed as the union of the group class (what setfacl does)."""
+    out = [e for e in entries if e[0] != MASK and not (e[0] == tag and e[2] == gid)]
     if perm is not None:
-        out.append((GROUP, perm, gid))
+        out.append((tag, perm, gid))
     named = [e for e in out if e[0] in (USER, GROUP)]
     if named:
         mask = 0
@@ -91,6 +93,12 @@ def set_group(path: str, gid: int, perm: int | None, *, default: bool = False) -
                 os.removexattr(path, DEFAULT)
             return
         os.setxattr(path, DEFAULT, _pack(new))
+
+
+def grant_user(path: str, uid: int, perm: int) -> None:
+    """A named-user entry for ``uid`` alone (not the sandbox group every slot shares): what
+    one execution's private paths, such as its RPC socket, are opened with."""
+    os.setxattr(path, ACCESS, _pack(_with_group(read(path), uid, perm, USER)))
 
 
 def group_perm(path: str, gid: int) -> int | None:

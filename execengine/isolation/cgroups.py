@@ -189,22 +189,6 @@ class ExecCgroup:
             time.sleep(0.005)
         return True
 
-    def memory_events_oom(self) -> bool:
-        """Whether the memory limit was hit (best effort)."""
-        for d in self.dirs:
-            for name in ("memory.failcnt", "memory.events"):
-                p = os.path.join(d, name)
-                with contextlib.suppress(OSError), open(p) as fh:
-                    text = fh.read()
-                    if name == "memory.failcnt" and text.strip() not in ("", "0"):
-                        return True
-                    if name == "memory.events" and any(
-                        line.startswith("oom_kill ") and line.split()[1] != "0"
-                        for line in text.splitlines()
-                    ):
-                        return True
-        return False
-
     def close(self, grace: float = 0.0) -> None:
         """Kill what is left, remove the directories (idempotent). ``grace``: first wait
         that long for members known to be exiting on their own, sparing a cgroup.kill

@@ -7,7 +7,9 @@ import logging
 from execengine.config import Config
 from execengine.errors import IsolationError
 from execengine.isolation.detect import LEVELS, IsolationReport, detect
+from execengine.isolation.launchers import IsolatedLauncher, RestrictedLauncher
 from execengine.launch.base import Launcher
+from execengine.launch.local import LocalLauncher
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +41,10 @@ def make_launcher(config: Config, report: IsolationReport | None = None) -> Laun
     report = report or detect()
     level = choose_level(ce.isolation, ce.min_isolation, report)
     if level == "isolated":
-        from execengine.isolation.launchers import IsolatedLauncher
 
         return IsolatedLauncher(report)
     if level == "restricted":
-        from execengine.isolation.launchers import RestrictedLauncher
 
         return RestrictedLauncher(report)
-    from execengine.launch.local import LocalLauncher
 
     return LocalLauncher()

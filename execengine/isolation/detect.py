@@ -15,6 +15,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from execengine.isolation import cgroups, landlock, seccomp
+
 LEVELS = ("none", "restricted", "isolated")
 
 
@@ -54,7 +56,6 @@ class IsolationReport:
 def probe_landlock() -> Layer:
     if sys.platform != "linux":
         return Layer("landlock", False, "Landlock is Linux-only")
-    from execengine.isolation import landlock
 
     abi = landlock.abi_version()
     if abi < 1:
@@ -71,7 +72,6 @@ def probe_seccomp() -> Layer:
     if sys.platform != "linux":
         return Layer("seccomp", False, "seccomp is Linux-only")
     try:
-        from execengine.isolation import seccomp
 
         sc = seccomp.load_module()
         seccomp.build_filter()
@@ -128,7 +128,6 @@ def probe_namespaces() -> Layer:
 def probe_cgroups() -> Layer:
     if sys.platform != "linux":
         return Layer("cgroups", False, "cgroups are Linux-only")
-    from execengine.isolation import cgroups
 
     try:
         layout = cgroups.discover()

@@ -51,6 +51,7 @@ import socket
 import traceback
 from typing import Any
 
+from execengine.isolation import bridge as proxy_bridge
 from execengine.isolation import landlock, mounts
 from execengine.isolation import seccomp as seccomp_layer
 
@@ -131,6 +132,12 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
     for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
+    bridge = plan.get("proxy_bridge")
+    if bridge:
+        # the sandbox's own network namespace: loopback up, the host's proxy bridged in
+        proxy_bridge.loopback_up()
+        proxy_bridge.start(int(bridge["port"]), str(bridge["socket"]), plan.get("uid"),
+                           plan.get("gid"))
     _place_fds(stdio, passed, plan["fd_targets"])
     os.chdir(plan["cwd"])
     os.umask(0o022)
@@ -157,11 +164,13 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
             read += [f"/proc/{os.getpid()}", *PROC_FILES]
         landlock.restrict_self(landlock.LandlockPolicy(
             read_paths=tuple(read), write_paths=tuple(ll["write"]),
-            deny_tcp=ll["deny_tcp"], scope=ll["scope"]))
+            deny_tcp=ll["deny_tcp"], scope=ll["scope"],
+            connect_ports=tuple(ll.get("connect_ports", ()))))
     sc = plan.get("seccomp")
     if sc is not None:
         # compiled once in the spawner (inherited through fork): only the load is left
-        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"])))
+        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"]),
+                                                      bool(sc.get("stream_only"))))
     os.execve(plan["argv"][0], plan["argv"], plan["env"])
 
 
@@ -219,7 +228,8 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None) -> None:
             mplan = mounts.MountPlan(
                 new_root=m["new_root"], read_paths=tuple(m["read"]),
                 write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
-                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns)
+                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
+                protect=tuple(m.get("protect", ())))
             if prepared is None:
                 mounts.build_root(mplan)
             elif prepared[0] != m["new_root"]:

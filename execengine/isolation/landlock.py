@@ -27,6 +27,7 @@ SYS_RESTRICT_SELF = 446
 
 CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
+RULE_NET_PORT = 2
 
 # file-system access rights, by the ABI that introduced them
 FS_EXECUTE = 1 << 0
@@ -65,6 +66,10 @@ class _RulesetAttr(ctypes.Structure):
     ]
 
 
+class _NetPortAttr(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
@@ -101,6 +106,8 @@ class LandlockPolicy:
     deny_tcp: bool = True
     #: scope abstract Unix sockets and signals to the sandbox (ABI >= 6)
     scope: bool = True
+    #: TCP ports that may still be connected to when ``deny_tcp`` (the allow-list proxy)
+    connect_ports: tuple[int, ...] = ()
 
 
 def _add_path(ruleset_fd: int, path: str, access: int) -> None:
@@ -145,6 +152,15 @@ def restrict_self(policy: LandlockPolicy, abi: int | None = None) -> int:
             _add_path(fd, path, READ)
         for path in _unique(policy.write_paths):
             _add_path(fd, path, handled)
+        if policy.deny_tcp and policy.connect_ports:
+            if abi < 4:
+                raise OSError(errno.EOPNOTSUPP, "Landlock ABI 4 is needed to allow one port")
+            for port in policy.connect_ports:
+                net = _NetPortAttr(NET_CONNECT_TCP, port)
+                if _syscall(SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(RULE_NET_PORT),
+                            ctypes.byref(net), ctypes.c_uint32(0)) < 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"landlock_add_rule(port {port}): {os.strerror(err)}")
         if _syscall(SYS_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
             err = ctypes.get_errno()
             raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")

@@ -38,7 +38,7 @@ import time
 import uuid
 from typing import IO, Any
 
-from execengine.errors import SandboxError
+from execengine.errors import IsolationError, SandboxError
 from execengine.isolation import acl, cgroups, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import Rlimits, tasks_of_uid
@@ -46,6 +46,7 @@ from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
+from execengine.launch.local import processes_with_token
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +200,6 @@ class SandboxChild(Child):
             if self.returncode is None:
                 with contextlib.suppress(OSError):
                     os.killpg(self.pid, sig)
-            from execengine.launch.local import processes_with_token
 
             for proc in processes_with_token(self.run_token):
                 with contextlib.suppress(Exception):
@@ -275,7 +275,6 @@ class SandboxLauncher(Launcher):
                  warm: int = 1) -> None:
         self.report = report or detect()
         if not self.report.levels.get(self.level):
-            from execengine.errors import IsolationError
 
             raise IsolationError(f"isolation level {self.level!r} is not available here: "
                                  f"{self.report.reasons.get(self.level, 'unknown reason')}")
@@ -323,6 +322,7 @@ class SandboxLauncher(Launcher):
         for name in ("TMPDIR", "TMP", "TEMP"):
             env[name] = tmp
         network = bool(limits.network) and self.level == "isolated"
+        proxy = limits.proxy_port if not network else None
         plan: dict[str, Any] = {
             "level": self.level,
             "argv": list(spec.argv),
@@ -332,26 +332,49 @@ class SandboxLauncher(Launcher):
             "gid": slot.gid if slot else None,
             "rlimits": Rlimits.from_limits(limits, nproc=self._nproc(slot, limits)).pairs(),
             "landlock": {"read": read, "write": write, "deny_tcp": not network,
+                         "connect_ports": [proxy] if proxy is not None else [],
                          "scope": True, "proc_self": self.level != "isolated"},
-            "seccomp": {"allow_network": network},
+            # bridged (isolated): an empty namespace of its own is the boundary; otherwise
+            # the host's: stream sockets only, connects to the proxy's port only
+            "seccomp": {"allow_network": network or self._bridged(limits),
+                        "stream_only": proxy is not None and not self._bridged(limits)},
             "cgroup_dirs": list(group.dirs) if group else [],
-            "network": network,
+            "network": self._host_net(limits),
             "fd_targets": list(spec.pass_fds),
         }
+        if self._bridged(limits):
+            assert limits.proxy_socket is not None
+            plan["proxy_bridge"] = {"port": limits.proxy_port, "socket": limits.proxy_socket}
         if self.level == "isolated":
+            proxy_dir = ([os.path.dirname(limits.proxy_socket)]
+                         if self._bridged(limits) and limits.proxy_socket else [])
             plan["mounts"] = {
                 "new_root": NEW_ROOT,
-                "read": [*interp, *spec.readable_paths,
+                "read": [*interp, *spec.readable_paths, *proxy_dir,
                          *([] if spec.cwd in spec.writable_paths else [spec.cwd])],
                 "write": list(spec.writable_paths),
                 "socket_dir": spec.socket_dir,
                 "tmp_mb": limits.tmp_mb,
+                "protect": [os.path.realpath(p) for p in spec.protected_paths],
             }
             if slot is not None:
                 # the working directory's owner appears as the slot uid in the sandbox
                 st = os.stat(spec.cwd)
                 plan["idmap"] = [st.st_uid, st.st_gid]
         return plan
+
+    def _host_net(self, limits: LaunchLimits) -> bool:
+        """True when an ``isolated`` sandbox keeps the host's network namespace: network
+        on, or the allow-list proxy reached on the host's loopback (no Unix socket to
+        bridge it into a namespace of its own)."""
+        return self.level == "isolated" and (
+            bool(limits.network)
+            or (limits.proxy_port is not None and limits.proxy_socket is None))
+
+    def _bridged(self, limits: LaunchLimits) -> bool:
+        """The proxy bridged into the sandbox's own network namespace (``isolated``)."""
+        return (self.level == "isolated" and not limits.network
+                and limits.proxy_port is not None and limits.proxy_socket is not None)
 
     @staticmethod
     def _nproc(slot: UidSlot | None, limits: LaunchLimits) -> int | None:
@@ -364,14 +387,18 @@ class SandboxLauncher(Launcher):
         return tasks_of_uid(os.getuid()) + limits.max_processes
 
     @staticmethod
-    def _grant_sockets(socket_dir: str, gid: int) -> None:
-        """Sockets already bound in the (private, per-execution) socket directory: the
-        slot uid needs write permission to connect. Later ones inherit the default ACL."""
+    def _grant_sockets(socket_dir: str, slot: UidSlot) -> None:
+        """The (private, per-execution) socket directory and the sockets bound in it, to
+        the slot's uid alone (search on the folder, write to connect): slots share the
+        sandbox group, so a group grant would open this socket to every other sandbox.
+        The folder is removed with the channel, taking the entries with it."""
         try:
+            acl.grant_traverse(socket_dir, slot.gid)
+            acl.grant_user(socket_dir, slot.uid, acl.X)
             for name in os.listdir(socket_dir):
                 path = os.path.join(socket_dir, name)
                 if not os.path.islink(path):
-                    acl.grant(path, gid, write=True)
+                    acl.grant_user(path, slot.uid, acl.R | acl.W)
         except OSError as exc:
             raise SandboxError(f"cannot grant the sandbox uid access to {socket_dir}: "
                                f"{exc}") from exc
@@ -408,11 +435,11 @@ class SandboxLauncher(Launcher):
                 # with another size resizes it)
                 os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
                 warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
-            self.spawner.prepare(wid, warm)
+            pid = self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
             raise
-        return WarmEntry(wid, network, (slot, group))
+        return WarmEntry(wid, network, (slot, group), pid)
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
@@ -448,7 +475,7 @@ class SandboxLauncher(Launcher):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
         os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
-        network = bool(spec.limits.network) and self.level == "isolated"
+        network = self._host_net(spec.limits)
         self._limits_seen = spec.limits
         warm = self._pool.take(network)
         slot: UidSlot | None = None
@@ -473,13 +500,14 @@ class SandboxLauncher(Launcher):
                 self._grant_interpreter(interp)
                 wanted = [(p, False) for p in (*spec.readable_paths, spec.cwd)]
                 wanted += [(p, True) for p in spec.writable_paths]
-                if spec.socket_dir:
-                    wanted.append((spec.socket_dir, True))
                 if tmp:
                     wanted.append((tmp, True))
                 grants = self._grants.add(wanted)
                 if spec.socket_dir:
-                    self._grant_sockets(spec.socket_dir, slot.gid)
+                    # to this slot's uid only: another sandbox must not reach the socket
+                    self._grant_sockets(spec.socket_dir, slot)
+                if spec.limits.proxy_socket and self._bridged(spec.limits):
+                    self._grant_sockets(os.path.dirname(spec.limits.proxy_socket), slot)
             plan = self._plan(spec, slot, group, tmp_path, interp)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

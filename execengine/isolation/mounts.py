@@ -114,6 +114,9 @@ class MountPlan:
     cwd: str
     #: a user namespace for id-mapped binds of the writable paths (None: plain binds)
     userns_fd: int | None = None
+    #: paths inside the writable ones bound read-only over themselves (files that run
+    #: later outside the sandbox: the engine's config kept there, ``.git/hooks``)
+    protect: tuple[str, ...] = ()
 
 
 def _bind(src: str, root: str, *, readonly: bool, userns_fd: int | None = None) -> None:
@@ -204,6 +207,12 @@ def finish_root(plan: MountPlan, prepared_tmp_mb: int) -> None:
             raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
                           f"directories")
         _bind(path, root, readonly=path not in rw, userns_fd=plan.userns_fd)
+    for path in _ordered(plan.protect):
+        if any(path.startswith(w + "/") for w in rw) and os.path.lexists(path) \
+                and not os.path.islink(path):
+            dst = root + path
+            mount(dst, dst, None, MS_BIND | MS_REC)
+            mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.makedirs(root + "/.old")
     pivot_root(root, root + "/.old")
     os.chdir("/")

@@ -72,14 +72,14 @@ class Rlimits:
             resource.setrlimit(res, (soft, hard))
 
 
-def tasks_of_uid(uid: int) -> int:
+def tasks_of_uid(uid: int, *, proc: str = "/proc") -> int:
     """Tasks (threads included, as RLIMIT_NPROC counts them) whose real uid is ``uid``."""
     count = 0
-    for name in os.listdir("/proc"):
+    for name in os.listdir(proc):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/status", "rb") as f:
+            with open(f"{proc}/{name}/status", "rb") as f:
                 status = f.read()
         except OSError:
             continue  # gone meanwhile

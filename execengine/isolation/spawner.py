@@ -12,10 +12,11 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from execengine.errors import SandboxError
+from execengine.errors import HandshakeError, SandboxError
 
 READY_TIMEOUT = 30.0
 REPLY_TIMEOUT = 30.0
@@ -56,10 +57,10 @@ class Spawner:
             hello = json.loads(ours.recv(4096) or b"{}")
         except (OSError, ValueError) as exc:
             self._stop()
-            raise SandboxError(f"the sandbox spawner did not start: {exc}") from exc
+            raise HandshakeError(f"the sandbox spawner did not say ready: {exc}") from exc
         if not hello.get("ready"):
             self._stop()
-            raise SandboxError("the sandbox spawner did not start (see stderr)")
+            raise HandshakeError("the sandbox spawner did not say ready (see stderr)")
         self.pid = int(hello["pid"])
         ours.settimeout(REPLY_TIMEOUT)
         return ours
@@ -130,6 +131,4 @@ class Spawner:
     def __del__(self) -> None:
         if self._sock is not None:
             with contextlib.suppress(Exception):
-                import warnings
-
                 warnings.warn("unclosed sandbox spawner", ResourceWarning, stacklevel=1)

@@ -70,6 +70,8 @@ class WarmEntry:
     id: str
     key: Any  # what must match the launch (e.g. the network flag)
     resources: Any  # slot, cgroup: released by ``discard`` when the entry is not used
+    #: the prepared process (host pid), from the moment it was forked
+    pid: int = 0
 
 
 class WarmPool:

@@ -24,6 +24,13 @@ class LaunchLimits:
     max_file_mb: int = 1024
     tmp_mb: int = 256
     network: bool = False
+    #: the host's allow-list proxy (127.0.0.1:<port>): with ``network`` off, the only TCP
+    #: destination (Landlock port rule, stream sockets only); without ``proxy_socket`` an
+    #: ``isolated`` sandbox shares the host's network namespace to reach it
+    proxy_port: int | None = None
+    #: the same proxy's Unix socket: at ``isolated`` the sandbox then gets its own, empty
+    #: network namespace, where a bridge on ``127.0.0.1:<proxy_port>`` relays to it
+    proxy_socket: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ class LaunchSpec:
     socket_dir: str | None = None
     #: file descriptors the child inherits (the watchdog pipe's read end)
     pass_fds: Sequence[int] = ()
+    #: paths inside the writable ones that must stay read-only (where the level can: a
+    #: read-only bind at ``isolated``)
+    protected_paths: Sequence[str] = ()
     limits: LaunchLimits = field(default_factory=LaunchLimits)
 
 

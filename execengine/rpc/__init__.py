@@ -3,7 +3,8 @@
 :mod:`.protocol` parses and builds messages, :mod:`.channel` is one execution's end
 (secret, allowed tools, budget), :mod:`.server` is the epoll loop serving all of them
 (:mod:`.zmtp` its ZMTP codec, :mod:`.connection` one peer with its reply queue),
-:mod:`.pool` the bounded worker pool that runs tool calls.
+:mod:`.pool` the bounded worker pool that runs tool calls, :mod:`.memory` the in-memory
+twin of the server (the transport seam's fake).
 """
 
 from execengine.rpc.channel import Channel, limit_message, unavailable_message

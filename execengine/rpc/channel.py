@@ -16,13 +16,10 @@ import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from execengine.errors import TransportError
 from execengine.hostdirs import make_dir, owner_tag
-
-if TYPE_CHECKING:
-    from execengine.rpc.server import RpcServer
 
 #: ``handler(tool, args) -> result text``; must not raise (errors are JSON text)
 CallHandler = Callable[[str, dict[str, Any]], str]
@@ -66,12 +63,22 @@ def make_socket_dir(base: str | None = None) -> str:
     )
 
 
+class Transport(Protocol):
+    """What serves a channel: the socket server, or its in-memory twin."""
+
+    def release(self, channel: Channel) -> None:
+        """Stop serving ``channel`` (called once by :meth:`Channel.close`)."""
+
+    def expect_peer(self, channel: Channel, uids: Iterable[int]) -> None:
+        """Only peers of these uids may talk on ``channel`` (checked before parsing)."""
+
+
 class Channel:
     """The RPC state of one execution (thread-safe)."""
 
     def __init__(
         self,
-        server: RpcServer,
+        server: Transport,
         *,
         exec_id: str,
         token: str,
@@ -98,6 +105,8 @@ class Channel:
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
         self.denied_peers = 0
+        #: messages wait for :meth:`expect_peer` (the child's uid) before being parsed
+        self.check_peer = False
         #: times a client had to wait because the execution held its maximum of connections
         self.refused_connections = 0
 
@@ -114,6 +123,11 @@ class Channel:
     def in_flight(self) -> int:
         with self._lock:
             return self._in_flight
+
+    def expect_peer(self, uids: Iterable[int]) -> None:
+        """Only processes of these uids may talk on this channel (see
+        :meth:`RpcServer.expect_peer`)."""
+        self.server.expect_peer(self, uids)
 
     def authenticate(self, exec_id: str, token: str) -> bool:
         """Constant-time check of a hello's credentials."""

@@ -46,6 +46,7 @@ class Connection:
         self.channel = channel
         self.decoder = zmtp.Decoder(max_frame)
         self.authed: bool | None = None  # None: no hello yet; False: denied
+        self.uid: int | None = None  # the peer's, from SO_PEERCRED at accept
         self._epoll = epoll
         self._lock = threading.Lock()
         self._out: deque[memoryview] = deque()

@@ -153,3 +153,14 @@ def _abandoned(job: PoolJob) -> bool:
         return bool(job.abandoned)
     except Exception:  # pragma: no cover - a job without the attribute
         return False
+
+
+def busy_message(workers: int) -> str:
+    return (f"Tool call refused: all {workers} host worker threads for tool calls are held "
+            "by calls that never returned (see code_execution.max_tool_threads). "
+            "Try again later.")
+
+
+def waited_message(seconds: float) -> str:
+    return (f"Tool call refused: no host worker thread became free within {seconds:g} s "
+            "(see code_execution.max_tool_threads). Try again later.")

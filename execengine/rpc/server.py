@@ -43,15 +43,18 @@ import resource
 import select
 import shutil
 import socket
+import struct
 import threading
 import time
+import warnings
+from collections import deque
 from collections.abc import Iterable
 
 from execengine.errors import TransportError
 from execengine.rpc import protocol, zmtp
 from execengine.rpc.channel import CallHandler, Channel, make_socket_dir
 from execengine.rpc.connection import Connection
-from execengine.rpc.pool import WorkerPool
+from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ BACKLOG = 128
 EMFILE_PAUSE = 0.05
 #: the loop looks at queued calls' deadlines and paused listeners this often (seconds)
 TICK = 0.1
+#: messages held while the channel does not yet know which uid its child runs as
+MAX_PENDING = 64
 _FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HUP = select.EPOLLHUP | select.EPOLLERR
 
@@ -93,6 +98,10 @@ class _Listener:
         self.closed = False
         self.resume_at = 0.0  # paused (not polled) until then, after an fd shortage
         self.full = False  # paused while the execution holds its maximum of connections
+        #: uids allowed to connect (SO_PEERCRED); None: not known yet (with the channel's
+        #: ``check_peer`` a peer's messages wait for :meth:`RpcServer.expect_peer`)
+        self.uids: frozenset[int] | None = None
+        self.pending: list[tuple[Connection, tuple[bytes, ...]]] = []
 
 
 class RpcServer:
@@ -113,6 +122,8 @@ class RpcServer:
         self._paused: list[_Listener] = []
         #: connections with decoded-but-unhandled input (over a turn's MESSAGE_BATCH)
         self._unfinished: dict[Connection, None] = {}
+        #: (channel, uids) from :meth:`expect_peer`, applied by the loop
+        self._commands: deque[tuple[Channel, frozenset[int]]] = deque()
         self._wake_r, self._wake_w = -1, -1
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -129,13 +140,15 @@ class RpcServer:
         return sum(len(lst.conns) for lst in list(self._listeners.values()))
 
     def open(self, *, exec_id: str, token: str, allowed: Iterable[str],
-             handler: CallHandler, max_tool_calls: int) -> Channel:
-        """Bind a new channel; :class:`TransportError` when it cannot."""
+             handler: CallHandler, max_tool_calls: int, check_peer: bool = False) -> Channel:
+        """Bind a new channel; :class:`TransportError` when it cannot. ``check_peer``: no
+        message is parsed until :meth:`expect_peer` names the uid the child runs as."""
         epoll = self._ensure_running()
         socket_dir = make_socket_dir(self.socket_base)
         channel = Channel(self, exec_id=exec_id, token=token, allowed=allowed, handler=handler,
                           max_tool_calls=max_tool_calls, socket_dir=socket_dir,
                           max_parallel=self.max_parallel_calls)
+        channel.check_peer = check_peer
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.setblocking(False)
@@ -161,6 +174,14 @@ class RpcServer:
                 raise TransportError(f"cannot bind {channel.endpoint}: {exc}") from exc
             raise
         return channel
+
+    def expect_peer(self, channel: Channel, uids: Iterable[int]) -> None:
+        """Only processes of these uids may talk on ``channel`` (checked on the peer's
+        credentials, ``SO_PEERCRED``, before anything it sent is parsed). Messages that
+        waited for this are handled now, on the loop thread."""
+        self._ensure_running()
+        self._commands.append((channel, frozenset(uids)))
+        self._wake()
 
     def release(self, channel: Channel) -> None:
         """Close ``channel``'s listener and connections (called by :meth:`Channel.close`)."""
@@ -202,8 +223,6 @@ class RpcServer:
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and self._thread is not None:
-            import warnings
-
             warnings.warn("RpcServer was not closed", ResourceWarning, stacklevel=1)
 
     # -- plumbing --------------------------------------------------------------------
@@ -284,6 +303,8 @@ class RpcServer:
                     self._accept(handler)
                 else:
                     self._guarded(handler, mask)
+            while self._commands:
+                self._expect(*self._commands.popleft())
             now = time.monotonic()
             if now >= next_tick:
                 next_tick = now + TICK
@@ -301,6 +322,23 @@ class RpcServer:
                 with lst.lock, contextlib.suppress(OSError, ValueError):
                     if not lst.closed and self._epoll is not None:
                         self._epoll.modify(lst.fd, select.EPOLLIN)
+
+    def _expect(self, channel: Channel, uids: frozenset[int]) -> None:
+        listener = self._listeners.get(channel)
+        if listener is None:
+            return
+        listener.uids = uids
+        pending, listener.pending = listener.pending, []
+        for conn, parts in pending:
+            if not conn.closed:
+                self._guarded_message(conn, parts)
+
+    def _guarded_message(self, conn: Connection, parts: tuple[bytes, ...]) -> None:
+        try:
+            self._message(conn, zmtp.Message(parts=parts))
+        except Exception:
+            log.exception("serving a peer of %s failed; dropped it", conn.channel.exec_id)
+            self._drop(conn)
 
     def _accept(self, listener: _Listener) -> None:
         channel = listener.channel
@@ -333,6 +371,7 @@ class RpcServer:
                     sock.setblocking(False)
                     conn = Connection(sock, channel, self._epoll,  # type: ignore[arg-type]
                                       self.max_message_bytes)
+                    conn.uid = _peer_uid(sock)
                     listener.conns.add(conn)
                     with self._lock:
                         self._handlers[conn.fd] = conn
@@ -424,6 +463,19 @@ class RpcServer:
         if conn.authed is False:
             return  # denied earlier: ignored for good
         if conn.authed is None:
+            # the peer's credentials first, before anything it sent is parsed
+            listener = self._listeners.get(conn.channel)
+            if listener is not None and conn.channel.check_peer and listener.uids is None:
+                if len(listener.pending) < MAX_PENDING:
+                    listener.pending.append((conn, msg.parts))
+                return
+            if listener is not None and listener.uids is not None and (
+                    conn.uid is None or conn.uid not in listener.uids):
+                conn.authed = False
+                conn.channel.denied_peers += 1
+                log.warning("execution %s: a process of uid %s connected to its socket; "
+                            "ignored", conn.channel.exec_id, conn.uid)
+                return
             self._greet(conn, msg.parts)
             return
         if len(msg.parts) != 1:
@@ -524,12 +576,12 @@ class _CallJob:
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
 
 
-def busy_message(workers: int) -> str:
-    return (f"Tool call refused: all {workers} host worker threads for tool calls are held "
-            "by calls that never returned (see code_execution.max_tool_threads). "
-            "Try again later.")
-
-
-def waited_message(seconds: float) -> str:
-    return (f"Tool call refused: no host worker thread became free within {seconds:g} s "
-            "(see code_execution.max_tool_threads). Try again later.")
+def _peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of an accepted Unix socket (``SO_PEERCRED``:
+    the credentials it had when it connected); None when unknown."""
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except OSError:
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)

@@ -16,6 +16,8 @@ import struct
 from collections.abc import Generator
 from typing import NamedTuple
 
+from execengine.errors import ProtocolViolation
+
 FLAG_MORE = 0x01
 FLAG_LONG = 0x02
 FLAG_COMMAND = 0x04
@@ -26,12 +28,10 @@ GREETING = (b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"
             + b"\x01" + b"\x00" * 31)
 #: socket types a ROUTER may talk to (RFC 28)
 PEER_TYPES = (b"DEALER", b"REQ", b"ROUTER")
+__all__ = ["Decoder", "Message", "ProtocolViolation", "command", "frame", "ready"]
+
 #: parts of one multipart message accepted (ours are single-frame; the rest is an error)
 MAX_PARTS = 16
-
-
-class ProtocolViolation(Exception):
-    """The peer broke ZMTP; the connection must be closed (the message says why)."""
 
 
 def frame(body: bytes, flags: int = 0) -> bytes:

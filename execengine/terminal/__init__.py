@@ -7,12 +7,12 @@
 
 from __future__ import annotations
 
+from execengine.errors import TerminalError
 from execengine.terminal.backend import (
     CommandResult,
     LogChunk,
     ProcessInfo,
     TerminalBackend,
-    TerminalError,
 )
 from execengine.terminal.session import TERMINAL, TerminalService
 

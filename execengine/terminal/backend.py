@@ -17,14 +17,8 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from execengine.errors import ToolError
-
 #: exit code reported for a command killed at its timeout (as coreutils ``timeout`` does)
 TIMEOUT_EXIT_CODE = 124
-
-
-class TerminalError(ToolError):
-    """The terminal backend cannot run anything (no bash, bad working directory, closed)."""
 
 
 @dataclass(frozen=True)

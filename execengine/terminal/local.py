@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Mapping
 
+from execengine.errors import TerminalError
 from execengine.terminal import procs
 from execengine.terminal._pump import drain, pump
 from execengine.terminal.backend import (
@@ -19,7 +20,6 @@ from execengine.terminal.backend import (
     LogChunk,
     ProcessInfo,
     TerminalBackend,
-    TerminalError,
 )
 from execengine.terminal.output import HeadTail, Ring
 

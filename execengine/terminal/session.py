@@ -12,7 +12,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
-from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend, TerminalError
+from execengine.errors import TerminalError
+from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend
+from execengine.terminal.local import LocalBackend
 from execengine.workdirs import WORKDIRS, TaskDirs
 
 if TYPE_CHECKING:
@@ -22,7 +24,6 @@ TERMINAL = "terminal"
 
 
 def local_backend(registry: ToolRegistry) -> TerminalBackend:
-    from execengine.terminal.local import LocalBackend
 
     cfg = registry.config.terminal
     return LocalBackend(kill_grace=cfg.kill_grace, buffer_chars=cfg.background_buffer_chars,

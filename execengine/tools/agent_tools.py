@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 

@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from execengine.approval.gate import APPROVALS, ApprovalState, _persist
 from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.engine.allowed import allowed_tools
 from execengine.engine.result import no_code_result, refused_result
-from execengine.registry import DefinitionContext, ToolRegistry, ToolSpecs
+from execengine.errors import IsolationError
+from execengine.isolation import choose_level, detect
+from execengine.registry import DefinitionContext, ToolRegistry
 
 specs = ToolSpecs()
 
@@ -68,7 +72,7 @@ def _first_line(text: str) -> str:
 
 def describe(registry: ToolRegistry, names: list[str]) -> str:
     ce = registry.config.code_execution
-    mode = ce.mode if ce.mode in MODE_TEXT else "project"
+    mode = ce.mode
     lines = [
         "Run a Python script that calls tools programmatically and return what it prints. "
         "Use it to chain many tool calls, loop, filter and aggregate without putting every "
@@ -109,8 +113,6 @@ SANDBOX_TEXT = {
 
 def _sandbox_text(registry: ToolRegistry) -> str:
     """What the isolation level means for a script (the host probe is cached)."""
-    from execengine.errors import IsolationError
-    from execengine.isolation import choose_level, detect
 
     ce = registry.config.code_execution
     try:
@@ -173,7 +175,6 @@ def execute_code(args: dict[str, Any], ctx: ToolContext) -> str:
 def approve(code: str, ctx: ToolContext, scope: ScriptScope) -> ScriptVerdict:
     """The whole-script gate (:mod:`execengine.approval.script`) with this call's approver,
     classifier and session; an "always" answer is added to approvals.command_allowlist."""
-    from execengine.approval.gate import APPROVALS, ApprovalState, _persist
 
     return check_script(
         code, scope, ctx.config.approvals, ctx.service(APPROVALS, ApprovalState),

@@ -11,13 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of, string_arg
+from execengine.fileops.paths import Scope
 from execengine.fileops.reading import check_window, read_window
 from execengine.fileops.suggest import suggest_paths
 from execengine.fileops.textio import atomic_write
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 
@@ -41,7 +42,11 @@ def guarded(fn: Callable[[dict[str, Any], ToolContext], ToolResult]
 
 @guarded
 def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    scope = scope_of(ctx)
+    with scope_of(ctx) as scope:
+        return _read(args, ctx, scope)
+
+
+def _read(args: dict[str, Any], ctx: ToolContext, scope: Scope) -> ToolResult:
     raw = string_arg(args, "path")
     offset, limit = check_window(args.get("offset", 1), args.get("limit", 500))
     path, shown = scope.path(raw, "reading")
@@ -54,7 +59,11 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
 
 @guarded
 def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    scope = scope_of(ctx)
+    with scope_of(ctx) as scope:
+        return _write(args, scope)
+
+
+def _write(args: dict[str, Any], scope: Scope) -> ToolResult:
     raw = string_arg(args, "path")
     content = string_arg(args, "content")
     path, shown = scope.path(raw, "writing")

@@ -8,18 +8,20 @@ or nothing (see :mod:`execengine.fileops.patching`). Both return ``{"success": T
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of, string_arg
 from execengine.fileops.diffs import unified
 from execengine.fileops.patching import apply_patch
+from execengine.fileops.paths import Scope
 from execengine.fileops.replace import replace
 from execengine.fileops.suggest import suggest_paths
 from execengine.fileops.textio import atomic_write, read_text
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 
@@ -31,15 +33,15 @@ def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         mode = args.get("mode") or "replace"
         if mode not in MODES:
             raise FileOpError(f"mode must be 'replace' or 'patch', got {mode!r}")
-        if mode == "patch":
-            return apply_patch(scope_of(ctx), string_arg(args, "patch"))
-        return _replace(args, ctx)
+        with scope_of(ctx) as scope:
+            if mode == "patch":
+                return apply_patch(scope, string_arg(args, "patch"))
+            return _replace(args, scope)
     except FileOpError as exc:
         return {"success": False, **exc.to_dict()}
 
 
-def _replace(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    scope = scope_of(ctx)
+def _replace(args: dict[str, Any], scope: Scope) -> dict[str, Any]:
     if args.get("path") is None:
         raise FileOpError("mode='replace' needs path, old_string and new_string")
     raw = string_arg(args, "path")
@@ -50,7 +52,7 @@ def _replace(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raise FileOpError(f"replace_all must be true or false, got {replace_all!r}")
     path, shown = scope.path(raw, "patching")
     if not path.exists():
-        suggestions = suggest_paths(path, scope.cwd)
+        suggestions = suggest_paths(Path(scope.lexical(path)), scope.cwd)
         hint = f"; did you mean: {', '.join(suggestions)}" if suggestions else ""
         raise FileOpError(f"File not found: {shown!r}{hint}", suggestions=suggestions)
     before = read_text(path, "patch", strict=True)

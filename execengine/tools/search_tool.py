@@ -10,19 +10,23 @@ from typing import Any
 
 from execengine.config import Config
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
 from execengine.fileops import FileOpError
 from execengine.fileops.calls import filesystem_available, scope_of
 from execengine.fileops.search import search
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 
 specs = ToolSpecs()
 
 
 def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     try:
-        return search(scope_of(ctx), args, backend=ctx.call.search_backend)
+        with scope_of(ctx) as scope:
+            # a confined search runs the Python walk, whose every open is verified
+            # (ripgrep would open files by path in another process)
+            backend = "python" if scope.confinement else ctx.call.search_backend
+            return search(scope, args, backend=backend)
     except FileOpError as exc:
         return exc.to_dict()
 

@@ -15,10 +15,14 @@ from typing import Any
 
 from execengine.approval.gate import check_command
 from execengine.config import Config
+from execengine.confine.policy import ExecutionPolicy, policy_of
+from execengine.confine.terminal import AGENT_SANDBOX, AgentSandbox, run_sandboxed
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
+from execengine.errors import TerminalError
+from execengine.launch.base import Launcher
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
-from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalError
+from execengine.terminal.backend import CommandResult, ProcessInfo
 from execengine.terminal.session import TERMINAL, TerminalService
 
 specs = ToolSpecs()
@@ -111,6 +115,24 @@ def _int_arg(args: dict[str, Any], name: str) -> float | None:
     return float(value)
 
 
+def _sandbox(ctx: ToolContext) -> tuple[Launcher, ExecutionPolicy] | None:
+    """Where this call's command must run: a script's in its execution's sandbox; the
+    agent's in the ``terminal.isolation`` sandbox, if configured; else None (the host)."""
+    policy = policy_of(ctx)
+    if ctx.origin == "execute_code":
+        launcher = ctx.call.sandbox_launcher
+        if policy is not None and launcher is not None and policy.level != "none":
+            return launcher, policy
+        return None
+    if ctx.config.terminal.isolation == "none":
+        return None
+    sandbox = ctx.service(AGENT_SANDBOX, AgentSandbox)
+    agent_launcher = sandbox.launcher()
+    if agent_launcher is None or agent_launcher.level == "none":
+        return None
+    return agent_launcher, sandbox.policy()
+
+
 def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     command = args.get("command")
     if not isinstance(command, str) or not command.strip():
@@ -126,10 +148,34 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         return _refused("workdir must be a string", "error")
-    verdict = check_command(command, ctx)
+    if ctx.origin == "execute_code" and workdir is None and ctx.call.cwd:
+        workdir = ctx.call.cwd  # the execution's working directory
+    sandbox = _sandbox(ctx)
+    verdict = check_command(command, ctx, sandboxed=sandbox is not None)
     if not verdict.allowed:
         return _refused(verdict.message, verdict.status)
     svc = _service(ctx)
+    if sandbox is not None:
+        if background or pty:
+            return _refused("background and pty are not available in the sandboxed "
+                            "terminal (terminal.isolation)", "error")
+        launcher, policy = sandbox
+        try:
+            cwd = svc.resolve_dir(ctx.task_key, workdir) if ctx.origin == "agent" else (
+                os.path.join(policy.cwd, os.path.expanduser(workdir)) if workdir
+                else policy.cwd)
+            result = run_sandboxed(
+                launcher, command, config=ctx.config, policy=policy, cwd=cwd,
+                timeout=timeout or ctx.config.terminal.timeout,
+                max_output_chars=ctx.config.terminal.max_output_chars,
+                passthrough=tuple(ctx.registry.env_passthrough),
+                interrupt=ctx.call.interrupt)
+        except TerminalError as exc:
+            return _refused(str(exc), "error")
+        if (ctx.origin == "agent" and result.cwd and os.path.isdir(result.cwd)
+                and policy.root_of(os.path.realpath(result.cwd), write=False)):
+            svc.dirs.set(ctx.task_key, result.cwd)  # cd sticks (within the roots)
+        return {**_result(result), "sandbox": policy.level}
     try:
         if background:
             info = svc.start(ctx.task_key, command, workdir=workdir, pty=pty)

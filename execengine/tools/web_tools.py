@@ -14,11 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execengine.config import Config
+from execengine.confine.domains import DomainPolicy, guard_fetcher
+from execengine.confine.policy import policy_of
 from execengine.context import ToolContext
+from execengine.discovery import ToolSpecs
+from execengine.errors import WebError
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolSpecs
 from execengine.web.convert import convert
-from execengine.web.errors import WebError
 from execengine.web.fetch import Fetcher
 from execengine.web.providers import (
     MAX_RESULTS,
@@ -77,7 +79,13 @@ def search_available(config: Config) -> bool | str:
 
 def _fetcher(ctx: ToolContext) -> Fetcher:
     given = ctx.call.fetcher
-    return given if given is not None else Fetcher.from_config(ctx.config.web)
+    fetcher = given if given is not None else Fetcher.from_config(ctx.config.web)
+    policy = policy_of(ctx)
+    if policy is not None and policy.network == "allowlist":
+        # a script under a network allow-list: its web tools obey the same list
+        fetcher = guard_fetcher(fetcher, DomainPolicy.of(policy.allowed_domains,
+                                                         policy.denied_domains))
+    return fetcher
 
 
 def web_search(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Bodies are read up to ``web.max_bytes`` raw and decoded (gzip/deflate) up to ``m
 again; anything beyond is cut and the response says so (``truncated``).
 
 Any HTTP status is a :class:`Response` value; transport problems raise a
-:class:`~execengine.web.errors.WebError` subclass.
+:class:`~execengine.errors.WebError` subclass.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, quote, urljoin, urlsplit, urlunsplit
 
-from execengine.web.encoding import SUPPORTED_CODINGS, Decoder, decode_text
-from execengine.web.errors import (
+from execengine.errors import (
     BlockedAddressError,
     ConnectionFailedError,
     FetchTimeoutError,
     InvalidURLError,
     RedirectError,
 )
+from execengine.web.encoding import SUPPORTED_CODINGS, Decoder, decode_text
 from execengine.web.guard import AddressPolicy, Resolver, system_resolver
 
 if TYPE_CHECKING:
@@ -151,7 +151,8 @@ def _bounded(resolver: Resolver, deadline: float, limit: float) -> Resolver:
             raise FetchTimeoutError(f"resolving {host!r} took longer than {limit:g} s")
         if isinstance(box[0], BaseException):
             raise box[0]
-        return box[0]
+        addresses: list[str] = box[0]
+        return addresses
 
     return resolve
 

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from execengine.web.errors import BlockedAddressError, ConnectionFailedError
+from execengine.errors import BlockedAddressError, ConnectionFailedError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 #: ``resolve(host, port)`` -> IP address strings; the seam tests use to fake DNS.

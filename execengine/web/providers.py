@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode, urlsplit
 
-from execengine.web.errors import ProviderError, WebError
+from execengine.errors import ProviderError, WebError
 from execengine.web.fetch import Fetcher, Response
 
 if TYPE_CHECKING:

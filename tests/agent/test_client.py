@@ -9,12 +9,11 @@ import pytest
 from execengine.agent.client import (
     ChatCompletionsClient,
     ChatResponse,
-    ModelError,
     ScriptedModel,
     parse_completion,
 )
 from execengine.config import Config
-from execengine.errors import ConfigError, ExecEngineError
+from execengine.errors import ConfigError, ExecEngineError, ModelError
 
 from .conftest import HttpStatus, reply
 

@@ -10,7 +10,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from execengine._configload import load
 from execengine.approval.approver import (
     ApprovalRequest,
     CallbackApprover,
@@ -20,6 +19,7 @@ from execengine.approval.approver import (
 )
 from execengine.approval.gate import check_command
 from execengine.config import Config, load_config
+from execengine.config import load_config as load
 from execengine.context import CallContext, ToolContext
 from execengine.registry import ToolRegistry
 

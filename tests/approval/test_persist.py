@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from execengine._configload import parse
 from execengine.approval.persist import add_entry, persist_allowlist
+from execengine.config import parse_config as parse
 from execengine.errors import ConfigError
 
 CASES = [

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from execengine._configload import load
 from execengine.approval.approver import (
     Answer,
     ApprovalRequest,
@@ -28,6 +27,7 @@ from execengine.approval.script import (
     redact_script,
 )
 from execengine.config import ApprovalsConfig, Config
+from execengine.config import load_config as load
 
 CODE = "import subprocess\nsubprocess.run(['true'])\n"
 TOOLS = ("read_file", "terminal", "web_search")

@@ -7,7 +7,7 @@ import pytest
 
 from execengine.bench import report
 from execengine.bench.cost import Prices, PriceSheet, bill, load_prices
-from execengine.bench.errors import BenchError
+from execengine.errors import BenchError
 
 SHEET = PriceSheet("test", "openai", input=2.0, cached_input=0.5, output=8.0, cache_min=1024,
                    cache_step=128)

@@ -7,8 +7,8 @@ import types
 import pytest
 
 from execengine.bench import tokens
-from execengine.bench.errors import BenchError
 from execengine.bench.tokens import TokenCounter
+from execengine.errors import BenchError
 
 pytest.importorskip("tiktoken")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from execengine.bench import userflows
-from execengine.bench.errors import WorkflowError
+from execengine.errors import WorkflowError
 
 GOOD = """
 name: two-ports

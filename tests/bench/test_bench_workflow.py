@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from execengine.bench.errors import WorkflowError
 from execengine.bench.helpers import fact, failing_modules, search_paths, settings, unnumber
 from execengine.bench.workflow import (
     Call,
@@ -13,6 +12,7 @@ from execengine.bench.workflow import (
     decode_result,
     same_answer,
 )
+from execengine.errors import WorkflowError
 
 
 def _wf(**kw: object) -> Workflow:

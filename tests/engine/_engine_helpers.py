@@ -5,7 +5,6 @@ import json
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 from execengine.config import Config
@@ -60,10 +59,12 @@ def make_registry(config: Config, calls: list | None = None, *,
                   cls: type[ToolRegistry] = ToolRegistry) -> ToolRegistry:
     reg = cls(config)
     lock = threading.Lock()
+    #: set to cut short every web_search "sleep" (so no tool thread outlives its test)
+    reg.release_sleepers = threading.Event()  # type: ignore[attr-defined]
 
     def web_search(args, ctx):
         if args.get("sleep"):
-            time.sleep(args["sleep"])
+            reg.release_sleepers.wait(args["sleep"])  # type: ignore[attr-defined]
         if calls is not None:
             with lock:
                 calls.append((args, ctx.origin, ctx.task_id))

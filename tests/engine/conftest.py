@@ -61,6 +61,7 @@ def make_engine(leakcheck, calls):
 
     yield make
     for eng, reg in made:
+        reg.release_sleepers.set()  # tool calls still "sleeping" return now
         eng.close()
         reg.close()
 

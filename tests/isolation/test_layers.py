@@ -78,23 +78,32 @@ def test_seccomp_allows_unix_sockets_only_and_denies_namespaces():
     assert r.stdout.split() == ["sub"]
 
 
-@linux
-def test_tasks_of_uid_counts_threads_of_that_uid():
-    import threading
-
+def test_tasks_of_uid_counts_threads_of_that_uid(tmp_path):
+    # a /proc of our own: the host's changes under our feet (other processes of the same
+    # uid come and go), so counting it cannot be asserted exactly
     from execengine.isolation.rlimits import tasks_of_uid
 
-    before = tasks_of_uid(os.getuid())
-    release = threading.Event()
-    threads = [threading.Thread(target=release.wait) for _ in range(5)]
-    for t in threads:
-        t.start()
-    try:
-        assert tasks_of_uid(os.getuid()) >= before + 5
-    finally:
-        release.set()
-        for t in threads:
-            t.join()
+    def task(pid: str, uid: int, threads: int) -> None:
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "status").write_text(
+            f"Name:\tx\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nThreads:\t{threads}\n")
+
+    task("10", 1234, 5)
+    task("11", 1234, 1)
+    task("12", 4321, 7)
+    (tmp_path / "self").mkdir()  # not a pid
+    (tmp_path / "13").mkdir()  # gone meanwhile: no status
+    assert tasks_of_uid(1234, proc=str(tmp_path)) == 6
+    assert tasks_of_uid(4321, proc=str(tmp_path)) == 7
+    assert tasks_of_uid(2_000_000_123, proc=str(tmp_path)) == 0
+
+
+@linux
+def test_tasks_of_uid_reads_the_real_proc():
+    # this process is a task of our uid with at least one thread; a uid nobody has has none
+    from execengine.isolation.rlimits import tasks_of_uid
+
+    assert tasks_of_uid(os.getuid()) >= 1
     assert tasks_of_uid(2_000_000_123) == 0
 
 

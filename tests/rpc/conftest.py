@@ -16,9 +16,11 @@ from execengine.rpc import RpcServer
 class Peer:
     """A real pyzmq DEALER speaking the protocol, as a child would."""
 
-    def __init__(self, ctx: zmq.Context, path: str) -> None:
+    def __init__(self, ctx: zmq.Context, path: str, **options: int) -> None:
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        for name, value in options.items():  # before connect: they apply to the handshake
+            self.sock.setsockopt(getattr(zmq, name), value)
         self.sock.connect(f"ipc://{path}")
 
     def send(self, obj: Any) -> None:
@@ -66,8 +68,8 @@ class Harness:
         ch.test_token = token  # type: ignore[attr-defined]
         return ch
 
-    def peer(self, ch) -> Peer:
-        p = Peer(self.ctx, ch.socket_path)
+    def peer(self, ch, **options: int) -> Peer:
+        p = Peer(self.ctx, ch.socket_path, **options)
         self.peers.append(p)
         return p
 

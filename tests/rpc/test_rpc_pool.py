@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from execengine.rpc.pool import WorkerPool
 
@@ -26,6 +29,17 @@ def test_pool_is_bounded_and_runs_in_parallel():
 def test_hung_job_does_not_block_close():
     pool = WorkerPool(1)
     never = threading.Event()
-    pool.submit(lambda: never.wait(30))
+    started = threading.Event()
+    pool.submit(lambda: (started.set(), never.wait(30)))
+    assert started.wait(5)
+    t0 = time.monotonic()
     pool.close(timeout=0.2)
+    assert time.monotonic() - t0 < 1.0  # bounded by its timeout, not by the hung job
+    assert pool.busy == 1  # the job still holds its (daemon) worker
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.submit(lambda: None)
     never.set()
+    deadline = time.monotonic() + 5
+    while pool.busy:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-import zmq
 
 from execengine.errors import TransportError
 from execengine.rpc.channel import make_socket_dir
@@ -194,11 +193,14 @@ def test_server_close_is_idempotent_and_refuses_new_channels(rpc):
 
 
 def test_ping_ignored_by_zmq_layer(rpc):
-    # a ZMTP-level heartbeat from pyzmq does not disturb the application protocol
+    # A ZMTP-level heartbeat does not disturb the application protocol, and the host
+    # answers it: the peer PINGs every 20 ms (set before connecting, so it applies) and
+    # drops the connection when no PONG comes within 100 ms; it would then reconnect as a
+    # new, unauthenticated peer and its call would be refused.
     with rpc.open() as ch:
-        p = rpc.peer(ch)
-        p.sock.setsockopt(zmq.HEARTBEAT_IVL, 20)
-        p.hello(ch.exec_id, ch.test_token)
-        time.sleep(0.1)
+        p = rpc.peer(ch, HEARTBEAT_IVL=20, HEARTBEAT_TIMEOUT=100)
+        assert p.hello(ch.exec_id, ch.test_token)["type"] == "welcome"
+        time.sleep(0.4)  # twenty heartbeat rounds, not a race being ordered
         p.call("1", "echo")
-        assert p.recv()["id"] == "1"
+        reply = p.recv()
+        assert reply["id"] == "1" and reply["type"] == "result"

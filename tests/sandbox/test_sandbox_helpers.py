@@ -94,16 +94,19 @@ def test_retry_does_not_swallow_keyboard_interrupt() -> None:
     assert calls == [1]
 
 
-def test_retry_really_sleeps() -> None:
-    results = iter([RuntimeError(), "ok"])
+def test_retry_really_sleeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(helpers.time, "sleep", slept.append)
+    results = iter([RuntimeError(), RuntimeError(), "ok"])
 
-    def once_failing() -> str:
+    def twice_failing() -> str:
         item = next(results)
         if isinstance(item, Exception):
             raise item
         return item
 
-    assert retry(once_failing, delay=0.01) == "ok"
+    assert retry(twice_failing, delay=0.5) == "ok"
+    assert slept == [0.5, 1.0]  # delay, then twice the delay, between the attempts
 
 
 @pytest.mark.parametrize("kwargs, match", [

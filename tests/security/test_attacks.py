@@ -242,3 +242,23 @@ def test_network_can_be_enabled_explicitly(level, run_attack, listeners):
                      LaunchLimits(network=True)).result
     assert wait_until(lambda: _accepted(tcp), 2.0), res
     assert _datagram(udp, marker), res
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_no_setuid_or_setgid_file_can_be_planted(level, run_attack, workdir):
+    """Nothing the sandbox writes ends up set-user-ID or set-group-ID on the host (run by
+    another user, such a file would run with its owner's ids)."""
+    res = run_attack(level, "setuid", {"binary": "/bin/true"}).result
+    planted = []
+    for name in ("plant", "created", "node"):
+        path = workdir / name
+        if path.exists() and path.stat().st_mode & 0o6000:
+            planted.append((name, oct(path.stat().st_mode)))
+    if level == "none":
+        assert ("plant", oct((workdir / "plant").stat().st_mode)) in planted, res
+        assert res["chmod"] == "done" and res["fchmod"] == "done"
+    else:
+        assert planted == [], (planted, res)
+        for key in ("chmod", "fchmod", "setgid", "create", "mknod"):
+            assert res[key].startswith("PermissionError"), res
+        assert res.get("coreutils", 1) != 0, res

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 import threading
+import time
 
 import pytest
 
@@ -111,13 +112,32 @@ def test_project_packages_import_in_project_mode(level, engines, tmp_path):
 
 @pytest.mark.parametrize("level", LEVEL)
 def test_timeout_kills_everything(level, engines, tmp_path):
-    result = engines(level).execute(
-        "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "if os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\n"
-        "print('started', flush=True)\ntime.sleep(60)\n",
-        mode="project", cwd=str(tmp_path), timeout=1.5)
+    # the script ignores SIGTERM and leaves a detached grandchild (new session, its parent
+    # gone) that appends to a file every 20 ms; after the timeout the file must stop growing
+    code = textwrap.dedent("""
+        import os, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                while True:
+                    with open("alive", "a") as f:
+                        f.write(".")
+                    time.sleep(0.02)
+            os._exit(0)
+        while not os.path.exists("alive"):
+            time.sleep(0.01)
+        print("started", flush=True)
+        time.sleep(60)
+    """)
+    result = engines(level).execute(code, mode="project", cwd=str(tmp_path), timeout=1.5)
     assert result.status == "timeout"
     assert "started" in result.output
+    alive = tmp_path / "alive"
+    size = alive.stat().st_size
+    assert size > 0
+    time.sleep(0.3)  # fifteen of its beats: a survivor would have written again
+    assert alive.stat().st_size == size, "the detached grandchild outlived the execution"
 
 
 @pytest.mark.parametrize("level", LEVEL)

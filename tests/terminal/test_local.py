@@ -5,7 +5,8 @@ import uuid
 
 import pytest
 
-from execengine.terminal.backend import TIMEOUT_EXIT_CODE, TerminalError
+from execengine.errors import TerminalError
+from execengine.terminal.backend import TIMEOUT_EXIT_CODE
 from execengine.terminal.local import LocalBackend
 from tests.terminal.conftest import procs_with
 

@@ -7,8 +7,9 @@ import os
 import pytest
 
 from execengine.config import Config
+from execengine.errors import TerminalError
 from execengine.registry import ToolRegistry
-from execengine.terminal.backend import CommandResult, TerminalError
+from execengine.terminal.backend import CommandResult
 from execengine.terminal.fake import FakeBackend
 from execengine.terminal.session import TerminalService
 from execengine.workdirs import WORKDIRS, TaskDirs

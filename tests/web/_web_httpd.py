@@ -138,7 +138,7 @@ class FakeDNS:
 
     def __call__(self, host: str, port: int) -> list[str]:
         self.calls.append(host)
-        from execengine.web.errors import ConnectionFailedError
+        from execengine.errors import ConnectionFailedError
 
         if host not in self.table:
             raise ConnectionFailedError(f"cannot resolve host {host!r}")

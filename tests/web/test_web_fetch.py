@@ -8,7 +8,7 @@ import pytest
 from _web_httpd import FakeDNS, Handler, LocalServer, closed_port
 
 from execengine.config import Config
-from execengine.web.errors import (
+from execengine.errors import (
     BlockedAddressError,
     ConnectionFailedError,
     FetchTimeoutError,

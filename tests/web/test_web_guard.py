@@ -5,7 +5,7 @@ import ipaddress
 import pytest
 from _web_httpd import FakeDNS
 
-from execengine.web.errors import BlockedAddressError, ConnectionFailedError
+from execengine.errors import BlockedAddressError, ConnectionFailedError
 from execengine.web.guard import AddressPolicy, classify, system_resolver
 
 BLOCKED = {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _web_httpd import FakeDNS, LocalServer
 
-from execengine.web.errors import ConnectionFailedError
+from execengine.errors import ConnectionFailedError
 from execengine.web.fetch import Fetcher
 from execengine.web.guard import AddressPolicy
 

@@ -7,7 +7,7 @@ import pytest
 from _web_httpd import FakeDNS, Handler, LocalServer
 
 from execengine.config import Config
-from execengine.web.errors import ProviderError
+from execengine.errors import ProviderError
 from execengine.web.fetch import Fetcher
 from execengine.web.guard import AddressPolicy
 from execengine.web.providers import (

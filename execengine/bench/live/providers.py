@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from execengine.agent.client import ChatCompletionsClient, ModelError
+from execengine.agent.client import ChatCompletionsClient
+from execengine.errors import ModelError
 
 ANTHROPIC_VERSION = "2023-06-01"
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})

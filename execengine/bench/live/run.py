@@ -13,16 +13,26 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.live.providers import Provider, Usage
+from execengine.bench.fixtures import Fixtures
+from execengine.bench.live.providers import Provider, Usage, make_provider, resolve_api
 from execengine.bench.report import interval
+from execengine.bench.runner import bench_overrides
 from execengine.bench.workflow import Workflow, normalize
+from execengine.cli._common import config_from
+from execengine.cli._common import table as render
+from execengine.config import Config
+from execengine.engine import Engine
+from execengine.errors import BenchError
+from execengine.registry import ToolRegistry
 
 if TYPE_CHECKING:
     import argparse
@@ -200,11 +210,6 @@ def run_live(provider: Provider, workflows: Sequence[Workflow], *, runs: int = 3
              modes: Sequence[str] = MODES, max_turns: int = 40,
              config: Any = None, progress: Callable[[Run], None] | None = None) -> list[Run]:
     """Every workflow, in every mode, ``runs`` times, on fresh fixtures."""
-    from execengine.bench.fixtures import Fixtures
-    from execengine.bench.runner import bench_overrides
-    from execengine.config import Config
-    from execengine.engine import Engine
-    from execengine.registry import ToolRegistry
 
     out: list[Run] = []
     with Fixtures() as fx:
@@ -222,7 +227,6 @@ def run_live(provider: Provider, workflows: Sequence[Workflow], *, runs: int = 3
 
 
 def table(summary: Mapping[str, Any]) -> str:
-    from execengine.cli._common import table as render
 
     rows = []
     for name, modes in summary["by_workflow"].items():
@@ -253,12 +257,7 @@ def table(summary: Mapping[str, Any]) -> str:
 
 def run_live_cli(args: argparse.Namespace, workflows: Sequence[Workflow],
                  prices: Prices) -> int:
-    import os
-    from pathlib import Path
 
-    from execengine.bench.errors import BenchError
-    from execengine.bench.live.providers import make_provider, resolve_api
-    from execengine.cli._common import config_from
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from execengine.errors import FileOpError, PatternUnsupported
 from execengine.fileops.calls import int_arg
-from execengine.fileops.errors import FileOpError
 from execengine.fileops.paths import Scope
 from execengine.fileops.search.base import Backend
 from execengine.fileops.search.pysearch import PythonBackend
 from execengine.fileops.search.query import MAX_HITS, Query, make_query
 from execengine.fileops.search.results import file_result, grep_result
-from execengine.fileops.search.rg import PatternUnsupported, RipgrepBackend, find_rg
+from execengine.fileops.search.rg import RipgrepBackend, find_rg
 
 BACKENDS = ("auto", "ripgrep", "python")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from execengine.confine.files import open_binary
+from execengine.errors import FileOpError
 from execengine.fileops.search.query import Hit, Query
 from execengine.fileops.search.walk import walk_files
 
@@ -29,9 +31,9 @@ class PythonBackend:
             if glob is not None and not glob.on_path and not glob.matches(path):
                 continue  # a cheap pre-filter; results.py applies every glob again
             try:
-                with open(path, "rb") as fh:
+                with open_binary(path) as fh:  # verified under a confining policy
                     data = fh.read()
-            except OSError:
+            except (OSError, FileOpError):
                 continue
             if b"\x00" in data:
                 continue  # binary, as ripgrep decides it

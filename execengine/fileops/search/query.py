@@ -7,7 +7,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError
 from execengine.fileops.search.globs import Glob, compile_glob
 
 TARGETS = ("content", "files")

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from execengine.confine.files import open_binary
+from execengine.errors import FileOpError
 from execengine.fileops.paths import PathGuard
 from execengine.fileops.search.query import Hit, Query
 
@@ -112,9 +114,9 @@ def _add_context(matches: list[dict[str, Any]], hits: list[Hit], n: int) -> None
     for match, hit in zip(matches, hits, strict=True):
         if hit.path not in cache:
             try:
-                with open(hit.path, "rb") as fh:
+                with open_binary(hit.path) as fh:  # verified under a confining policy
                     text = fh.read().decode("utf-8", errors="replace")
-            except OSError:
+            except (OSError, FileOpError):
                 text = ""
             lines = text.split("\n")
             if lines and lines[-1] == "":

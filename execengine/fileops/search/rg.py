@@ -10,7 +10,7 @@ import subprocess
 from collections.abc import Iterator
 from functools import cache
 
-from execengine.fileops.errors import FileOpError
+from execengine.errors import FileOpError, PatternUnsupported
 from execengine.fileops.search.query import SKIPPED_NAMES, Hit, Query
 
 #: seconds one ripgrep run may take
@@ -35,10 +35,6 @@ def _pcre2_available(exe: str) -> bool:
 
 def find_rg() -> str | None:
     return shutil.which("rg")
-
-
-class PatternUnsupported(Exception):
-    """ripgrep cannot compile a pattern Python accepts; the Python backend takes over."""
 
 
 class RipgrepBackend:

@@ -14,6 +14,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from execengine.confine.files import checked_open, open_binary
+from execengine.errors import FileOpError
 from execengine.fileops.search.globs import IgnoreRule, ignore_verdict, parse_gitignore
 from execengine.fileops.search.query import SKIPPED_NAMES
 
@@ -23,9 +25,9 @@ _SKIPPED = frozenset(SKIPPED_NAMES)
 
 def _rules_in(folder: str) -> list[IgnoreRule]:
     try:
-        with open(os.path.join(folder, ".gitignore"), encoding="utf-8", errors="replace") as fh:
-            return parse_gitignore(fh.read())
-    except OSError:
+        with open_binary(os.path.join(folder, ".gitignore")) as fh:  # verified if confined
+            return parse_gitignore(fh.read().decode("utf-8", errors="replace"))
+    except (OSError, FileOpError):
         return []
 
 
@@ -67,9 +69,15 @@ def walk_files(root: Path) -> Iterator[str]:
 
 def _walk(folder: str, layers: list[Layer]) -> Iterator[str]:
     try:
-        names = sorted(os.listdir(folder))
+        fd = checked_open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except (OSError, FileOpError):
+        return  # unreadable, or (confined) a folder that is not where its path said
+    try:
+        names = sorted(os.listdir(fd))
     except OSError:
         return
+    finally:
+        os.close(fd)
     for name in names:
         if name in _SKIPPED:
             continue

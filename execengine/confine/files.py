@@ -1,0 +1,209 @@
+"""File tools under an execution policy: paths stay beneath the policy's roots.
+
+Two mechanisms, both free of check-then-use races:
+
+* **writes** go through an *anchor*: the target's parent folder is opened beneath its
+  writable root (:func:`.beneath.open_beneath`, creating missing folders with ``mkdirat``
+  from fds), and the tool then works on ``/proc/self/fd/<parent fd>/<name>``. The kernel
+  resolves that magic link to exactly the folder that was checked, whatever the script
+  renames meanwhile; a final component that is a symlink is refused (the atomic rename
+  would replace the link, never write through it, but refusing is clearer).
+* **reads** are checked up front (beneath a readable root, no link out) for a clear error,
+  and every file the tool then opens is verified *after* the open, on the fd itself
+  (:func:`checked_open`): its real location must lie below a readable root, not be
+  denied, and outside the writable roots be world-readable (a tool running as root must
+  not read what the sandbox uid could not).
+
+The active confinement of a call is a context variable set by :class:`Scope`'s ``with``
+block, so the helpers that open files deep inside the search and read code consult it
+without every signature carrying it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from execengine.confine.beneath import EscapeError, open_beneath, real_path_of
+from execengine.confine.policy import ExecutionPolicy
+from execengine.errors import FileOpError
+
+if TYPE_CHECKING:
+    from execengine.fileops.paths import PathGuard
+
+ANCHOR_PREFIX = "/proc/self/fd/"
+
+_ACTIVE: contextvars.ContextVar[FileConfinement | None] = contextvars.ContextVar(
+    "execengine_file_confinement", default=None)
+
+
+def is_anchored(path: str | os.PathLike[str]) -> bool:
+    """True for a path made by :meth:`FileConfinement.anchor` (do not resolve it)."""
+    return os.fspath(path).startswith(ANCHOR_PREFIX)
+
+
+class FileConfinement:
+    """The roots of one policy, applied to the paths of one tool call. Holds the fds of
+    its anchors until :meth:`close`."""
+
+    def __init__(self, policy: ExecutionPolicy, guard: PathGuard) -> None:
+        self.policy = policy
+        self.guard = guard
+        self._fds: list[int] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[FileConfinement]:
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
+
+    # -- checks -------------------------------------------------------------------------
+    def _outside(self, shown: str, action: str, write: bool) -> FileOpError:
+        kind = "writable" if write else "readable"
+        roots = self.policy.writable_roots if write else self.policy.readable_roots
+        return FileOpError(
+            f"Access denied: {action} {shown!r} is outside this execution's {kind} roots "
+            f"({', '.join(roots) or 'none'}; see the policy section of the configuration)",
+            policy_denied=True)
+
+    def _root_fd(self, root: str) -> int:
+        return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def verify_fd(self, fd: int, shown: str, action: str = "reading") -> None:
+        """Raise :class:`FileOpError` unless the open ``fd`` may be read under the
+        policy (where it really is, not where the path said)."""
+        try:
+            real = real_path_of(fd)
+        except OSError as exc:
+            raise FileOpError(f"Access denied: cannot tell where {shown!r} is") from exc
+        if self.policy.root_of(real, write=False) is None:
+            raise self._outside(shown, action, write=False)
+        hit = self.guard.reason(real)
+        if hit is not None:
+            raise FileOpError(f"Access denied: {action} {shown!r} is not allowed, it is a "
+                              f"protected location ({hit})", policy_denied=True)
+        if self.policy.root_of(real, write=True) is None:
+            mode = os.fstat(fd).st_mode
+            need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
+            if mode & need != need:
+                raise FileOpError(f"Access denied: {action} {shown!r}: outside the writable "
+                                  "roots only world-readable files may be read",
+                                  policy_denied=True)
+
+    def check_read(self, path: str, action: str = "reading") -> None:
+        """Up-front check of a read: beneath a readable root, no link leading out, and
+        allowed as :meth:`verify_fd` says. A missing path passes (the caller reports it)."""
+        root = self.policy.root_of(path, write=False)
+        if root is None:
+            raise self._outside(path, action, write=False)
+        rootfd = self._root_fd(root)
+        try:
+            fd = open_beneath(rootfd, os.path.relpath(path, root), os.O_PATH)
+        except EscapeError:
+            raise FileOpError(f"Access denied: {action} {path!r}: a link on the way leads "
+                              "outside this execution's roots", policy_denied=True) from None
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        finally:
+            os.close(rootfd)
+        try:
+            self.verify_fd(fd, path, action)
+        finally:
+            os.close(fd)
+
+    def anchor(self, path: str, action: str = "writing") -> Path:
+        """``/proc/self/fd/<parent>/<name>`` for a write of ``path``: the parent opened
+        beneath its writable root (missing folders created on the way)."""
+        root = self.policy.root_of(path, write=True)
+        if root is None or path == root:
+            raise self._outside(path, action, write=True)
+        if self.policy.is_protected(path) or self.policy.is_protected(os.path.realpath(path)):
+            raise FileOpError(f"Access denied: {action} {path!r}: a protected path (it runs "
+                              "later outside the sandbox; see docs/confinement.md)",
+                              policy_denied=True)
+        parts = os.path.relpath(path, root).split("/")
+        cur = self._root_fd(root)
+        try:
+            for name in parts[:-1]:
+                nxt = self._subdir(cur, name, path, action)
+                os.close(cur)
+                cur = nxt
+            name = parts[-1]
+            try:
+                st = os.lstat(name, dir_fd=cur)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise FileOpError(f"Access denied: {action} {path!r}: it is a symbolic link; "
+                                  "tool calls from scripts do not write through links",
+                                  policy_denied=True)
+        except BaseException:
+            os.close(cur)
+            raise
+        self._fds.append(cur)
+        return Path(f"{ANCHOR_PREFIX}{cur}/{name}")
+
+    def _subdir(self, cur: int, name: str, path: str, action: str) -> int:
+        flags = os.O_PATH | os.O_DIRECTORY
+        try:
+            return open_beneath(cur, name, flags)
+        except EscapeError:
+            raise FileOpError(f"Access denied: {action} {path!r}: a link on the way leads "
+                              "outside this execution's roots", policy_denied=True) from None
+        except FileNotFoundError:
+            pass
+        except NotADirectoryError:
+            raise FileOpError(f"Cannot write {path!r}: a parent is not a directory") from None
+        try:
+            os.mkdir(name, 0o777, dir_fd=cur)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise FileOpError(f"Cannot create the folder of {path!r}: "
+                              f"{exc.strerror or exc}") from exc
+        try:
+            return open_beneath(cur, name, flags)
+        except EscapeError:
+            raise FileOpError(f"Access denied: {action} {path!r}: a link on the way leads "
+                              "outside this execution's roots", policy_denied=True) from None
+
+
+def active() -> FileConfinement | None:
+    """The confinement of the tool call running in this context, if any."""
+    return _ACTIVE.get()
+
+
+def checked_open(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
+    """``os.open`` for reading; under an active confinement the fd is verified (where it
+    really landed) before it is returned. Raises OSError or :class:`FileOpError`."""
+    fd = os.open(path, flags | os.O_CLOEXEC)
+    conf = _ACTIVE.get()
+    if conf is not None:
+        try:
+            conf.verify_fd(fd, os.fspath(path))
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A binary file object from :func:`checked_open`."""
+    return os.fdopen(checked_open(path), "rb")
+
+
+__all__ = ["FileConfinement", "active", "checked_open", "is_anchored", "open_binary"]

@@ -1,0 +1,141 @@
+"""The execution policy: what a script *and every tool call made on its behalf* may reach.
+
+One :class:`ExecutionPolicy` is built per execution (:meth:`ExecutionPolicy.for_execution`)
+from the ``policy`` section of the configuration and the execution's working directory and
+isolation level. The engine hands it to the script's launcher (writable paths, network)
+and, through the call context, to every tool call the script makes:
+
+* writable roots: the working directory (and the staging directory), plus
+  ``policy.writable_roots``;
+* readable roots: the writable roots plus ``policy.readable_roots`` (system folders by
+  default); outside the writable roots only world-readable files;
+* always denied, read or write: ``files.denied_paths``, the config file, and the
+  credentials in :data:`ALWAYS_DENIED`;
+* network: ``off``, ``allowlist`` (domains through the host's proxy) or ``on``;
+* whether tools may leave the roots (``policy.tools_leave_roots``, never by default).
+
+At level ``none`` the script itself is unconfined, so by default its tool calls are too
+(``policy.confine_at_none`` changes that); at ``restricted`` and ``isolated`` they are
+confined. The agent's own calls follow ``policy.agent_calls`` (unconfined by default).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from execengine.confine.beneath import is_beneath
+
+if TYPE_CHECKING:
+    from execengine.config import Config
+    from execengine.context import ToolContext
+
+#: never readable or writable by a confined tool call, whatever the configuration says
+ALWAYS_DENIED = (
+    "~/.execengine", "~/.ssh", "~/.gnupg", "~/.aws", "~/.azure", "~/.config/gcloud",
+    "~/.netrc", "~/.docker/config.json", "~/.kube", "~/.pypirc", "~/.git-credentials",
+    "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d", "/etc/ssh",
+    "/etc/ssl/private", "/root/.ssh",
+)
+NETWORK_MODES = ("off", "allowlist", "on")
+#: below each writable root: never written by a confined call, read-only at ``isolated``
+PROTECTED_IN_ROOTS = ((".git", "hooks"), (".git", "config"))
+
+
+def _real(paths: Iterable[str]) -> tuple[str, ...]:
+    """Each path absolute, and also fully resolved when that differs (a path argument
+    is matched lexically, an open file by its real location)."""
+    out: list[str] = []
+    for p in paths:
+        if p:
+            absolute = os.path.abspath(os.path.expanduser(p))
+            out += [absolute, os.path.realpath(absolute)]
+    return tuple(dict.fromkeys(out))
+
+
+@dataclass(frozen=True)
+class ExecutionPolicy:
+    """What one execution may reach. Paths are absolute and fully resolved."""
+
+    level: str = "none"
+    #: tool calls are confined to the roots (False: today's unconfined behaviour)
+    confined: bool = False
+    writable_roots: tuple[str, ...] = ()
+    readable_roots: tuple[str, ...] = ()
+    denied_paths: tuple[str, ...] = ()
+    network: str = "off"
+    allowed_domains: tuple[str, ...] = ()
+    denied_domains: tuple[str, ...] = ()
+    #: the working directory commands and relative paths start from
+    cwd: str = "/"
+    #: the port of the allow-list proxy on the host's loopback (``network: allowlist``)
+    proxy_port: int | None = None
+    #: the same proxy's Unix socket (bridged into an ``isolated`` sandbox's namespace)
+    proxy_socket: str | None = None
+    #: inside the writable roots but never written: files that run later outside the
+    #: sandbox (the config file kept there, ``.git/hooks``, ``.git/config``)
+    protected: tuple[str, ...] = ()
+
+    @classmethod
+    def for_execution(cls, config: Config, *, cwd: str, level: str,
+                      extra_writable: Iterable[str] = (), agent: bool = False
+                      ) -> ExecutionPolicy:
+        """The policy of a script running at ``level`` in ``cwd`` (``agent``: the policy
+        of the agent's own calls, confined only with ``policy.agent_calls: confined``)."""
+        pc = config.policy
+        if agent:
+            confined = pc.agent_calls == "confined"
+        else:
+            confined = not pc.tools_leave_roots and (level != "none" or pc.confine_at_none)
+        writable = _real([cwd, *extra_writable, *pc.writable_roots])
+        readable = tuple(dict.fromkeys([*writable, *_real(pc.readable_roots)]))
+        denied = [*config.files.denied_paths, *ALWAYS_DENIED]
+        if config.source:
+            denied.append(config.source)
+        network = pc.network or ("on" if config.code_execution.network else "off")
+        protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
+        if config.source:
+            protected.append(os.path.realpath(config.source))
+        return cls(level=level, confined=confined, writable_roots=writable,
+                   protected=tuple(dict.fromkeys(
+                       p for p in protected if any(is_beneath(p, r) for r in writable))),
+                   readable_roots=readable, denied_paths=tuple(dict.fromkeys(denied)),
+                   network=network, allowed_domains=tuple(pc.allowed_domains),
+                   denied_domains=tuple(pc.denied_domains),
+                   cwd=os.path.abspath(cwd))
+
+    def root_of(self, path: str, *, write: bool) -> str | None:
+        """The deepest root holding the (absolute, normalised) ``path``, or None."""
+        roots = self.writable_roots if write else self.readable_roots
+        hits = [r for r in roots if is_beneath(path, r)]
+        return max(hits, key=len) if hits else None
+
+    def writable(self, path: str) -> bool:
+        return self.root_of(path, write=True) is not None and not self.is_protected(path)
+
+    def is_protected(self, path: str) -> bool:
+        """``path`` (absolute, normalised) is or lies below a protected path."""
+        return any(is_beneath(path, p) for p in self.protected)
+
+    def proxy_env(self) -> dict[str, str]:
+        """``HTTP(S)_PROXY`` (both spellings) pointing at the allow-list proxy, if any."""
+        if self.proxy_port is None:
+            return {}
+        url = f"http://127.0.0.1:{self.proxy_port}"
+        return {"HTTP_PROXY": url, "HTTPS_PROXY": url, "http_proxy": url,
+                "https_proxy": url, "NO_PROXY": "", "no_proxy": ""}
+
+    def describe(self) -> dict[str, Any]:
+        """A plain summary (for errors, logs and ``execengine doctor``)."""
+        return {"level": self.level, "confined": self.confined,
+                "writable_roots": list(self.writable_roots),
+                "readable_roots": list(self.readable_roots), "network": self.network,
+                "allowed_domains": list(self.allowed_domains),
+                "denied_domains": list(self.denied_domains)}
+
+
+def policy_of(ctx: ToolContext) -> ExecutionPolicy | None:
+    """The execution policy a tool call carries (None: no policy, unconfined)."""
+    return ctx.call.policy

@@ -1,0 +1,82 @@
+"""The agent's own terminal with ``terminal.isolation``: each command in a sandbox of that
+level, writable only in the task's working directory; ``none`` (the default) is the
+negative control and runs on the host."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from execengine.config import Config
+from execengine.context import CallContext
+from execengine.isolation.detect import detect
+from execengine.registry import ToolRegistry
+
+REPORT = detect()
+
+
+@pytest.fixture
+def world(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "secret").write_text("TOP SECRET\n")
+    (private / "secret").chmod(0o600)
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    canary.chmod(0o777)
+    return work, private / "secret", canary
+
+
+def run(isolation, world, command):
+    work, _, _ = world
+    config = Config().with_overrides({"terminal.isolation": isolation,
+                                      "terminal.cwd": str(work), "approvals.mode": "allow"})
+    with ToolRegistry.with_builtins(config) as reg:
+        return json.loads(reg.dispatch("terminal", {"command": command}, CallContext()))
+
+
+@pytest.mark.parametrize("isolation", [
+    "none",
+    pytest.param("restricted", marks=pytest.mark.skipif(
+        not REPORT.levels.get("restricted"), reason="level restricted unavailable")),
+    pytest.param("isolated", marks=pytest.mark.skipif(
+        not REPORT.levels.get("isolated"), reason="level isolated unavailable")),
+])
+def test_the_agents_terminal_can_be_sandboxed(isolation, world):
+    work, secret, canary = world
+    res = run(isolation, world, f"cat {secret}; echo x > {canary}/out; echo ok > here.txt; "
+                                "echo done")
+    assert "done" in res["output"], res
+    assert (work / "here.txt").read_text() == "ok\n"  # the task's folder stays writable
+    leaked = "TOP SECRET" in res["output"] or (canary / "out").exists()
+    if isolation == "none":
+        assert leaked and "sandbox" not in res
+        return
+    assert not leaked, res
+    assert res["sandbox"] == isolation
+    config = Config().with_overrides({"terminal.isolation": isolation,
+                                      "terminal.cwd": str(work)})
+    with ToolRegistry.with_builtins(config) as reg:
+        bg = json.loads(reg.dispatch("terminal", {"command": "sleep 1", "background": True},
+                                     CallContext()))
+    assert "not available in the sandboxed terminal" in bg["error"]
+
+
+@pytest.mark.skipif(not REPORT.levels.get("restricted"), reason="level restricted unavailable")
+def test_cd_sticks_but_never_widens_what_is_writable(world):
+    work, _, canary = world
+    config = Config().with_overrides({"terminal.isolation": "restricted",
+                                      "terminal.cwd": str(work), "approvals.mode": "allow"})
+    with ToolRegistry.with_builtins(config) as reg:
+        def sh(command):
+            return json.loads(reg.dispatch("terminal", {"command": command}, CallContext()))
+
+        assert sh("mkdir sub && cd sub")["cwd"] == str(work / "sub")
+        assert sh("pwd")["output"].strip() == str(work / "sub")
+        sh(f"cd {canary}")  # outside the roots: where commands start stays put
+        res = sh("pwd; echo x > escaped")
+        assert res["output"].splitlines()[0] == str(work / "sub"), res
+        assert (work / "sub" / "escaped").exists() and not (canary / "escaped").exists()

@@ -1,0 +1,279 @@
+"""The confused deputy: a script attacks the host *through the tools it may call*.
+
+Every script-callable tool that touches the host (``read_file``, ``write_file``, ``patch``,
+``search_files``, ``terminal``) against every target: a secret file (directly and through
+a symlink the script makes), writes outside the working directory (directly and through a
+symlinked folder), the engine's config file, the host's environment, a loopback service,
+a host process, a daemon outliving the execution, a setuid plant. Each runs through the
+real engine at every level; level ``none`` is the negative control (its tools run
+unconfined on the host, so each probe must find its leak there). The policy's allow-list
+lets the allowed cases through (extra writable and readable roots).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from execengine.config import load_config
+from execengine.engine.core import Engine
+from execengine.launch.local import processes_with_token
+
+from .conftest import SECRET_NAME, level_params, wait_until
+
+LEVEL = level_params()
+
+
+@pytest.fixture
+def world(tmp_path):
+    root = tmp_path / "host"
+    work = root / "work"
+    work.mkdir(parents=True)
+    canary = root / "canary"
+    canary.mkdir()
+    canary.chmod(0o777)
+    private = root / "private"
+    private.mkdir(mode=0o700)
+    secret = private / "secret.txt"
+    secret.write_text("TOP SECRET\n")
+    secret.chmod(0o600)
+    config_file = root / "config.yaml"
+    config_file.write_text("approvals:\n  mode: allow\n")
+    return {"root": root, "work": work, "canary": canary, "private": private,
+            "secret": secret, "config": config_file}
+
+
+def _engine(level: str, world, **overrides):
+    config = load_config(world["config"]).with_overrides({
+        "code_execution.isolation": level, "code_execution.min_isolation": level,
+        "code_execution.timeout": 30, **overrides})
+    return Engine(config)
+
+
+def run(level, world, code, **overrides):
+    with _engine(level, world, **overrides) as engine:
+        result = engine.execute(code, cwd=str(world["work"]))
+    assert result.status == "success", (result.error, result.output, result.stderr)
+    line = [x for x in result.output.splitlines() if x.startswith("{")][-1]
+    return json.loads(line)
+
+
+FILE_ATTACK = """
+import json, os
+from hermes_tools import read_file, write_file, patch, search_files
+os.symlink({secret!r}, "link_file")
+os.symlink({private!r}, "link_dir")
+os.symlink({canary!r}, "link_canary")
+res = {{
+    "read_abs": read_file({secret!r}),
+    "read_link": read_file("link_file"),
+    "read_link_dir": read_file("link_dir/secret.txt"),
+    "search": search_files("TOP SECRET", path={private!r}),
+    "search_link": search_files("TOP SECRET", path="link_dir"),
+    "write_abs": write_file({canary!r} + "/w1", "x"),
+    "write_link_dir": write_file("link_canary/w2", "x"),
+    "write_dotdot": write_file("../canary/w3", "x"),
+    "patch_create": patch(mode="patch", patch="--- /dev/null\\n+++ link_canary/w4\\n"
+                                              "@@ -0,0 +1 @@\\n+x\\n"),
+    "config_write": write_file({config!r}, "approvals:\\n  mode: allow\\nx: 1\\n"),
+    "config_read": read_file({config!r}),
+    "ok": write_file("inside.txt", "fine"),
+}}
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_file_tools_stay_in_the_roots(level, world):
+    res = run(level, world, FILE_ATTACK.format(**{k: str(v) for k, v in world.items()}))
+    text = json.dumps({k: v for k, v in res.items() if k != "config_read"})
+    writes = [n for n in ("w1", "w2", "w3", "w4") if (world["canary"] / n).exists()]
+    config_changed = "x: 1" in world["config"].read_text()
+    assert (world["work"] / "inside.txt").read_text() == "fine"
+    if level == "none":  # the negative control: unconfined tools reach everything
+        assert text.count("TOP SECRET") >= 4, text
+        assert writes == ["w1", "w2", "w3", "w4"], res
+        return
+    assert "TOP SECRET" not in text, text
+    assert writes == [], res
+    assert not config_changed
+    assert "error" in res["config_read"]
+
+
+TERMINAL_ATTACK = """
+import json
+from hermes_tools import terminal
+def sh(cmd):
+    return terminal(cmd)
+res = {{
+    "cat": sh("cat {secret}"),
+    "write": sh("echo x > {canary}/t1; "
+                "python3 -c \\"import shutil; shutil.copy('/etc/hostname', '{canary}/t2')\\""),
+    "config": sh("echo 'code_execution: {{isolation: none}}' >> {config}"),
+    "environ": sh("cat /proc/{host_pid}/environ | tr '\\\\0' '\\\\n' | grep {secret_name}"),
+    "tcp": sh("python3 -c \\"import socket; "
+              "socket.create_connection(('127.0.0.1', {port}), 2); print('CONNECTED')\\""),
+    "kill": sh("kill -9 {victim}; echo rc=$?"),
+    "daemon": sh("setsid nohup sleep 45 {marker} >/dev/null 2>&1 & echo started"),
+    "setuid": sh("cp /bin/true plant && chmod 4755 plant; stat -c %a plant"),
+    "rmtree": sh("python3 -c \\"import shutil; shutil.rmtree('{canary}/keep')\\"; "
+                 "cd .. && rm -rf canary/keep2"),
+}}
+print(json.dumps(res))
+"""
+
+
+@pytest.fixture
+def targets(world, host_secret):
+    tcp = socket.create_server(("127.0.0.1", 0))
+    tcp.setblocking(False)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              env={**os.environ, SECRET_NAME: host_secret})
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    marker = "45" + "0" * 2 + str(secrets.randbelow(10 ** 6))  # a number sleep accepts
+    (world["canary"] / "keep").mkdir()
+    (world["canary"] / "keep2").mkdir()
+    yield {"tcp": tcp, "holder": holder, "victim": victim, "marker": marker}
+    tcp.close()
+    for proc in (holder, victim):
+        proc.kill()
+        proc.wait()
+    for proc in _daemons(marker):
+        proc.kill()
+
+
+def _daemons(marker):
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if marker in (proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def _accepted(listener) -> bool:
+    try:
+        conn, _ = listener.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_terminal_from_a_script_is_sandboxed(level, world, targets, host_secret):
+    code = TERMINAL_ATTACK.format(
+        secret=world["secret"], canary=world["canary"], config=world["config"],
+        host_pid=targets["holder"].pid, secret_name=SECRET_NAME,
+        port=targets["tcp"].getsockname()[1], victim=targets["victim"].pid,
+        marker=targets["marker"])
+    res = run(level, world, code)
+    out = {k: v.get("output", "") + v.get("error", "") for k, v in res.items()}
+    leaks = {
+        "cat": "TOP SECRET" in out["cat"],
+        "write": (world["canary"] / "t1").exists() or (world["canary"] / "t2").exists(),
+        "config": "isolation: none" in world["config"].read_text(),
+        "environ": host_secret in out["environ"],
+        "tcp": _accepted(targets["tcp"]),
+        "kill": wait_until(lambda: targets["victim"].poll() is not None, 1.0),
+        "daemon": bool(_daemons(targets["marker"])),
+        "setuid": bool((world["work"] / "plant").exists()
+                       and (world["work"] / "plant").stat().st_mode & 0o6000),
+        "rmtree": not (world["canary"] / "keep").exists()
+        or not (world["canary"] / "keep2").exists(),
+    }
+    if level == "none":
+        # the host terminal backend's own teardown ends the daemon there (not a sandbox)
+        assert all(v for k, v in leaks.items() if k != "daemon"), (leaks, out)
+        return
+    assert not any(leaks.values()), (leaks, out)
+    assert all(v.get("sandbox") == level for v in res.values()), res
+
+
+ALLOWED = """
+import json
+from hermes_tools import read_file, write_file, terminal
+res = {{
+    "write": write_file({extra!r} + "/by_tool.txt", "tool"),
+    "terminal": terminal("echo shell > {extra}/by_shell.txt; cat {readable}/public.txt"),
+    "read": read_file({readable!r} + "/public.txt"),
+}}
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_the_allow_list_lets_the_allowed_cases_through(level, world):
+    extra = world["root"] / "extra"
+    extra.mkdir()
+    readable = world["root"] / "shared"
+    readable.mkdir()
+    (readable / "public.txt").write_text("PUBLIC\n")
+    res = run(level, world, ALLOWED.format(extra=str(extra), readable=str(readable)),
+              **{"policy.writable_roots": [str(extra)],
+                 "policy.readable_roots": ["/usr", "/etc", "/lib", "/lib64", "/bin",
+                                           str(readable)]})
+    assert (extra / "by_tool.txt").read_text() == "tool", res
+    assert (extra / "by_shell.txt").read_text() == "shell\n", res
+    assert "PUBLIC" in res["terminal"]["output"], res
+    assert "PUBLIC" in res["read"]["content"], res
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_nothing_of_a_sandboxed_command_outlives_the_execution(level, world):
+    marker = "46" + str(secrets.randbelow(10 ** 6))
+    run(level, world, "import json\nfrom hermes_tools import terminal\n"
+                      f"print(json.dumps(terminal('sleep {marker} & echo bg')))")
+    if level == "none":
+        return  # host commands: the terminal backend's own teardown (not a sandbox)
+    assert wait_until(lambda: not _daemons(marker), 3.0)
+    assert not processes_with_token(marker)
+
+
+PROTECTED = """
+import json
+from hermes_tools import write_file, terminal
+res = {}
+for name in ("direct", "config_direct"):
+    path = ".git/hooks/pre-commit" if name == "direct" else "config.yaml"
+    try:
+        with open(path, "a") as fh:
+            fh.write("#pwned\\n")
+        res[name] = "written"
+    except OSError as e:
+        res[name] = type(e).__name__
+res["tool"] = write_file(".git/hooks/post-checkout", "#pwned")
+res["tool_config"] = write_file("config.yaml", "approvals:\\n  mode: allow\\n#pwned\\n")
+res["terminal"] = terminal("echo '#pwned' > .git/hooks/pre-push; echo rc=$?")
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_files_that_run_later_outside_stay_unwritten(level, world):
+    """``.git/hooks`` and the engine's own config file kept in the working directory: the
+    tools never write them (at ``restricted`` and ``isolated``); at ``isolated`` they are
+    read-only binds, so the script and its commands cannot either."""
+    work = world["work"]
+    (work / ".git" / "hooks").mkdir(parents=True)
+    config_file = work / "config.yaml"
+    config_file.write_text("approvals:\n  mode: allow\n")
+    world = {**world, "config": config_file}
+    res = run(level, world, PROTECTED)
+    hooks = sorted(p.name for p in (work / ".git" / "hooks").iterdir())
+    config_pwned = "#pwned" in config_file.read_text()
+    if level == "none":
+        assert hooks == ["post-checkout", "pre-commit", "pre-push"] and config_pwned, res
+        return
+    assert "error" in res["tool"] and "error" in res["tool_config"], res
+    if level == "isolated":
+        assert hooks == [] and not config_pwned, res
+    else:  # restricted: Landlock cannot carve a read-only hole in a writable folder
+        assert "post-checkout" not in hooks, res
