@@ -2,9 +2,16 @@
 
 One connection per process (a forked child opens its own), set up from the environment
 (``EXECENGINE_RPC_ENDPOINT``, ``EXECENGINE_RPC_TOKEN``, ``EXECENGINE_EXEC_ID``; never argv).
-Every request carries an id and a reader thread hands each reply to whoever waits for that
-id, so calls from many threads and many asyncio tasks are in flight at the same time.
-Asyncio waiters are woken with ``loop.call_soon_threadsafe``: no thread per call.
+Every request carries an id and whoever reads the socket hands each reply to whoever waits
+for that id, so calls from many threads and many asyncio tasks are in flight at the same
+time. Asyncio waiters are woken with ``loop.call_soon_threadsafe``: no thread per call.
+
+Reading is leader/follower: one thread at a time holds the *read role*. A synchronous caller
+that finds it free takes it and reads until its own reply has come (handing on the replies
+of others), so a lone caller gets its reply without a thread switch. The background reader
+thread takes the role when someone else waits (asyncio callers, followers) and whenever
+nobody has read for :data:`IDLE_READ` seconds, so heartbeats (PING) are answered while the
+script does not call; it gives the role up again as soon as nobody waits.
 
 A tool's own failure is a result (usually ``{"error": ...}``) for the script to inspect; a
 failure of the RPC itself (no host, denied, connection lost, protocol error) raises
@@ -19,6 +26,7 @@ import itertools
 import json
 import os
 import threading
+import time
 
 from . import zmtp
 
@@ -35,6 +43,8 @@ PROTOCOL_VERSION = 1
 ENV_ENDPOINT = "EXECENGINE_RPC_ENDPOINT"
 ENV_TOKEN = "EXECENGINE_RPC_TOKEN"
 ENV_EXEC_ID = "EXECENGINE_EXEC_ID"
+#: seconds without a reader after which the background thread reads (heartbeats)
+IDLE_READ = 0.02
 
 
 class ToolCallError(RuntimeError):
@@ -62,6 +72,7 @@ class _Waiter:
     """A thread blocked on one request."""
 
     __slots__ = ("_event", "error", "reply")
+    blocking = True  # its thread may lead the reading itself
 
     def __init__(self) -> None:
         self._event = threading.Event()
@@ -76,6 +87,10 @@ class _Waiter:
         self.error = error
         self._event.set()
 
+    @property
+    def done(self) -> bool:
+        return self._event.is_set()
+
     def wait(self) -> dict[str, Any]:
         self._event.wait()
         if self.error is not None:
@@ -88,6 +103,7 @@ class _AsyncWaiter:
     """An asyncio future waiting for one request, woken from the reader thread."""
 
     __slots__ = ("future", "loop")
+    blocking = False  # an event loop thread never blocks reading
 
     def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
         self.loop = loop
@@ -140,6 +156,10 @@ class RpcClient:
         self._failure: str | None = None
         self._closed = False
         self._reader: threading.Thread | None = None
+        # the read role (see the module docstring): its holder, and when it was last given up
+        self._role = threading.Condition(threading.Lock())
+        self._reading: threading.Thread | None = None
+        self._released_at = 0.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RpcClient:
@@ -169,6 +189,8 @@ class RpcClient:
             except ToolCallError as exc:
                 self._failure = str(exc)
                 raise
+            # the connecting call reads its own reply; the reader waits its turn
+            self._released_at = time.monotonic()
             self._reader = threading.Thread(target=self._read_loop, name="execengine-rpc",
                                             daemon=True)
             self._reader.start()
@@ -237,35 +259,85 @@ class RpcClient:
         with contextlib.suppress(ToolCallError):
             self.connect()
 
-    # -- the reader thread ----------------------------------------------------------------
+    # -- reading (leader/follower) ------------------------------------------------------
+
+    def _read_one(self, conn: zmtp.ZmtpConnection, idle: bool = False) -> bool:
+        """Read one message (None after a heartbeat, with ``idle``) and hand it on. False
+        when the connection is over: every waiter has been failed and it is closed."""
+        try:
+            frames = conn.recv_idle() if idle else conn.recv()
+            if frames is None:
+                return True
+            msg = self._parse(frames)
+            if self._dispatch(msg):
+                return True
+            reason = "protocol error: the host reported {}".format(msg.get("error", msg))
+        except zmtp.PeerClosed as exc:
+            reason = ("the RPC connection to the execengine host was closed" if self._closed
+                      else f"lost the connection to the execengine host ({exc})")
+        except zmtp.ZmtpError as exc:
+            reason = f"RPC transport error: {exc}"
+        except ToolCallError as exc:
+            reason = str(exc)
+        self._fail_all(reason)
+        conn.close()
+        return False
+
+    def _take_role(self, waiter: _Waiter | _AsyncWaiter) -> bool:
+        """Take the read role for ``waiter``'s thread if it is free (True); else wake the
+        background reader when the holder may not read for ``waiter``."""
+        with self._role:
+            if self._reading is None and waiter.blocking:
+                self._reading = threading.current_thread()
+                return True
+            if self._reading is None:
+                self._role.notify()
+            return False
+
+    def _give_role(self) -> None:
+        with self._role:
+            self._reading = None
+            self._released_at = time.monotonic()
+            if self._pending:  # someone else still waits: the background reader reads
+                self._role.notify()
+
+    def _lead(self, waiter: _Waiter) -> None:
+        """Read (holding the role) until ``waiter`` is answered."""
+        conn = self._conn
+        assert conn is not None  # a caller reads only once connected
+        try:
+            while not waiter.done and self._read_one(conn):
+                pass
+        finally:
+            self._give_role()
 
     def _read_loop(self) -> None:
+        """The background reader: reads while others wait or nobody has read for a while."""
         conn = self._conn
         assert conn is not None
-        reason = "the RPC connection to the execengine host was closed"
+        role = self._role
         try:
             while True:
+                with role:
+                    while True:
+                        if self._closed or self._failure is not None:
+                            return
+                        if self._reading is None:
+                            quiet = time.monotonic() - self._released_at
+                            if self._pending or quiet >= IDLE_READ:
+                                break
+                            role.wait(IDLE_READ - quiet)
+                        else:
+                            role.wait(IDLE_READ)
+                    self._reading = threading.current_thread()
                 try:
-                    frames = conn.recv()
-                except zmtp.PeerClosed as exc:
-                    if not self._closed:
-                        reason = f"lost the connection to the execengine host ({exc})"
-                    return
-                except zmtp.ZmtpError as exc:
-                    reason = f"RPC transport error: {exc}"
-                    return
-                try:
-                    msg = self._parse(frames)
-                except ToolCallError as exc:
-                    reason = str(exc)
-                    return
-                if not self._dispatch(msg):
-                    reason = "protocol error: the host reported {}".format(msg.get("error", msg))
-                    return
+                    # read until nobody waits; at least one step (a heartbeat, a message)
+                    while self._read_one(conn, idle=True) and self._pending:
+                        pass
+                finally:
+                    self._give_role()
         except BaseException as exc:  # never leave waiters hanging
-            reason = f"RPC reader failed: {exc!r}"
-        finally:
-            self._fail_all(reason)
+            self._fail_all(f"RPC reader failed: {exc!r}")
             conn.close()
 
     def _dispatch(self, msg: dict[str, Any]) -> bool:
@@ -338,7 +410,14 @@ class RpcClient:
         """Call tool ``name`` with ``args`` and return its decoded result."""
         self.connect()
         waiter = _Waiter()
-        self._submit(name, args, waiter)
+        req_id = self._submit(name, args, waiter)
+        if self._take_role(waiter):
+            try:
+                self._lead(waiter)
+            except BaseException:  # interrupted (a signal handler raised): nobody waits
+                with self._pending_lock:
+                    self._pending.pop(req_id, None)
+                raise
         return self._unwrap(name, waiter.wait())
 
     async def acall(self, name: str, args: dict[str, Any] | None = None) -> Any:
@@ -350,7 +429,9 @@ class RpcClient:
             # only the first call of a process can get here; the handshake blocks
             await loop.run_in_executor(None, self.connect)
         future = loop.create_future()
-        req_id = self._submit(name, args, _AsyncWaiter(loop, future))
+        waiter = _AsyncWaiter(loop, future)
+        req_id = self._submit(name, args, waiter)
+        self._take_role(waiter)
         try:
             reply = await future
         except asyncio.CancelledError:
@@ -367,6 +448,8 @@ class RpcClient:
         conn = self._conn
         if conn is not None:
             conn.close()
+        with self._role:
+            self._role.notify_all()
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
             reader.join(5.0)

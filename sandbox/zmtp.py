@@ -5,7 +5,7 @@ mechanism, as-server = 0), the ``READY`` handshake as a ``DEALER`` without an ``
 short and long frames, multi-frame messages, ``PING`` answered with ``PONG`` (context echoed,
 TTL honoured as a receive deadline) and the ``ERROR`` command.
 
-Threading model: one thread receives (:meth:`ZmtpConnection.recv`), any number of threads
+Threading model: one thread at a time receives (:meth:`ZmtpConnection.recv`), any number of threads
 send (:meth:`ZmtpConnection.send`, serialised by a lock); :meth:`ZmtpConnection.close` may be
 called from any thread and wakes a blocked receiver.
 
@@ -129,6 +129,7 @@ class ZmtpConnection:
         self._sock = sock
         self._max_frame = max_frame
         self._buf = bytearray()
+        self._partial: list[bytes] = []  # frames of a message not yet complete
         self._send_lock = threading.Lock()
         self._closed = False
         self._close_reason = "connection closed"
@@ -220,15 +221,31 @@ class ZmtpConnection:
     # -- receiving ------------------------------------------------------------------------
 
     def recv(self) -> list[bytes]:
-        """The next message as a list of frames; answers PINGs on the way. One reader only."""
-        frames = []
+        """The next message as a list of frames; answers PINGs on the way. One reader at a
+        time. Interrupted (a signal handler raising, a timeout), it leaves the stream
+        intact: what was read stays buffered for the next call."""
+        while True:
+            frames = self._next(False)
+            if frames is not None:
+                return frames
+
+    def recv_idle(self) -> list[bytes] | None:
+        """Like :meth:`recv`, but None once a command was handled and no message is half
+        read (so an idle reader can look up between heartbeats)."""
+        return self._next(True)
+
+    def _next(self, idle: bool) -> list[bytes] | None:
+        frames = self._partial
         while True:
             flags, body = self._read_frame()
             if flags & FLAG_COMMAND:
                 self._on_command(flags, body)
+                if idle and not frames:
+                    return None
                 continue
             frames.append(body)
             if not flags & FLAG_MORE:
+                self._partial = []
                 return frames
 
     def _on_command(self, flags: int, body: bytes) -> None:
@@ -256,42 +273,61 @@ class ZmtpConnection:
             pass
 
     def _read_frame(self) -> tuple[int, bytes]:
-        head = self._read_exact(2)
-        flags = head[0]
-        if flags & _RESERVED:
-            raise ZmtpError(f"frame with reserved flag bits set (0x{flags:02x})")
-        if flags & FLAG_LONG:
-            (size,) = struct.unpack("!Q", bytes(head[1:2]) + bytes(self._read_exact(7)))
-        else:
-            size = head[1]
-        if size > self._max_frame:
-            raise ZmtpError(f"frame of {size} bytes exceeds the limit of {self._max_frame}")
-        return flags, bytes(self._read_exact(size))
-
-    def _read_exact(self, n: int) -> bytearray:
-        """Exactly ``n`` bytes (a bytearray/bytes), however the peer splits them."""
+        """One whole frame ``(flags, body)``. Nothing is consumed from the buffer until the
+        frame is complete, so an interrupted read loses nothing."""
         buf = self._buf
-        if len(buf) >= n:
-            out = buf[:n]
-            del buf[:n]
-            return out
-        if n - len(buf) > _CHUNK:
-            # large frame: read straight into a buffer of the right size
-            out = bytearray(n)
+        while True:
             have = len(buf)
-            out[:have] = buf
-            buf.clear()
-            view = memoryview(out)
-            while have < n:
-                got = self._recv_into(view[have:])
-                have += got
-            return out
+            if have >= 2:
+                flags = buf[0]
+                if flags & _RESERVED:
+                    raise ZmtpError(f"frame with reserved flag bits set (0x{flags:02x})")
+                if flags & FLAG_LONG:
+                    if have >= 9:
+                        (size,) = struct.unpack_from("!Q", buf, 1)
+                        start = 9
+                    else:
+                        size, start = 0, 0
+                else:
+                    size, start = buf[1], 2
+                if start:
+                    if size > self._max_frame:
+                        raise ZmtpError(f"frame of {size} bytes exceeds the limit of "
+                                        f"{self._max_frame}")
+                    end = start + size
+                    if have >= end:
+                        body = bytes(buf[start:end])
+                        del buf[:end]
+                        return flags, body
+                    if end - have > _CHUNK:
+                        self._fill(end - have)
+                        continue
+            buf += self._recv(_CHUNK)
+
+    def _read_exact(self, n: int) -> bytes:
+        """Exactly ``n`` bytes (the greeting), however the peer splits them."""
+        buf = self._buf
         while len(buf) < n:
-            chunk = self._recv(_CHUNK)
-            buf += chunk
-        out = buf[:n]
+            buf += self._recv(_CHUNK)
+        out = bytes(buf[:n])
         del buf[:n]
         return out
+
+    def _fill(self, n: int) -> None:
+        """Append exactly ``n`` more bytes to the buffer (a large frame's rest), reading
+        straight into it."""
+        buf = self._buf
+        have = len(buf)
+        buf.extend(bytes(n))
+        view = memoryview(buf)
+        try:
+            while n:
+                got = self._recv_into(view[have:have + n])
+                have += got
+                n -= got
+        finally:
+            view.release()
+            del buf[have:]
 
     def _recv(self, size: int) -> bytes:
         chunk: bytes = self._recv_op(lambda: self._sock.recv(size))

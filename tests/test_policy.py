@@ -15,7 +15,8 @@ import threading
 import pytest
 
 from execengine import Config, Engine, ToolRegistry
-from execengine.engine.allowed import allowed_tools, function_schemas
+from execengine.context import CallContext
+from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
 from execengine.errors import ToolError
 from execengine.launch.local import LocalLauncher
 from execengine.policy import ToolPolicy
@@ -131,3 +132,21 @@ def test_builtin_tools_declare_their_policy():
     assert not policies["execute_code"].script_callable
     assert not policies["process"].script_callable
     assert policies["web_search"].driver_held
+
+
+def test_script_call_handler_refuses_what_scripts_may_not_call():
+    # the host-side handler checks again (one registry lookup): unknown, not callable and
+    # agent-level tools and hidden parameters are refused; the rest is dispatched
+    with ToolRegistry(Config()) as reg:
+        reg.register("weather", "weather", WEATHER, lambda a, c: {"city": a["city"]},
+                     policy=ToolPolicy(script_callable=True, hidden_params={"units"}))
+        reg.register("launch_missiles", "danger", NOTHING, lambda a, c: {"launched": True})
+        reg.register("memory", "memory", NOTHING, lambda a, c: {},
+                     policy=ToolPolicy(agent_level=True))
+        handle = script_call_handler(reg, CallContext())
+        assert json.loads(handle("weather", {"city": "Oslo"})) == {"city": "Oslo"}
+        for tool in ("launch_missiles", "memory", "no_such_tool"):
+            assert json.loads(handle(tool, {})) == {
+                "error": f"{tool} is not callable from execute_code scripts"}
+        refused = json.loads(handle("weather", {"city": "Oslo", "units": "F"}))
+        assert "units" in refused["error"] and "not allowed" in refused["error"]

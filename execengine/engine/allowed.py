@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from execengine.context import CallContext
+from execengine.errors import UnknownToolError
 from execengine.mcp.names import sanitize, server_of_toolset, short_name
 from execengine.registry import ToolRegistry
 from execengine.rpc.channel import CallHandler
@@ -85,10 +86,15 @@ def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHan
     context = context.replace(origin="execute_code")
 
     def handle(tool: str, args: dict[str, Any]) -> str:
-        if not script_safe(registry, tool):
+        # one registry lookup per call (this runs for every call of every script)
+        try:
+            entry = registry.get(tool)
+        except UnknownToolError:
+            entry = None
+        if entry is None or not entry.policy.script_callable or entry.policy.agent_level:
             return json.dumps({"error": f"{tool} is not callable from execute_code scripts"})
-        entry = registry.get(tool)
-        used = sorted(p for p in entry.policy.hidden_params if p in args)
+        hidden = entry.policy.hidden_params
+        used = sorted(p for p in hidden if p in args) if hidden else None
         if used:
             return json.dumps({"error": f"{tool} from execute_code does not take "
                                         f"{', '.join(used)}: not allowed from scripts"})

@@ -107,8 +107,8 @@ class _Listener:
 class RpcServer:
     """Serves tool calls of many concurrent executions. A context manager."""
 
-    def __init__(self, *, max_workers: int = 64, max_message_bytes: int = 16 * 1024 * 1024,
-                 socket_base: str | None = None, max_parallel_calls: int = 16,
+    def __init__(self, *, max_workers: int = 256, max_message_bytes: int = 16 * 1024 * 1024,
+                 socket_base: str | None = None, max_parallel_calls: int = 128,
                  max_connections: int = 128, max_wait: float = 30.0) -> None:
         self.max_message_bytes = max_message_bytes
         self.max_parallel_calls = max_parallel_calls

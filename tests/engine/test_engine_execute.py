@@ -15,6 +15,7 @@ import psutil
 from _engine_helpers import Recorder, child_argv, stray_count
 
 from execengine.engine.result import INTERRUPTED
+from execengine.policy import ToolPolicy
 
 
 def run(engine, code, **kw):
@@ -189,6 +190,33 @@ def test_twenty_concurrent_calls_from_asyncio(make_engine):
     """)
     assert r.status == "success", r.error
     assert float(r.output) < 20 * 0.3 / 3
+
+
+def test_hundred_gathered_calls_overlap_with_the_default_limits(make_engine):
+    # every call waits until all 100 are running on the host at once: with the default
+    # limits they are (a per-execution limit under 100 would break the barrier)
+    engine = make_engine(max_tool_calls=200)
+    barrier = threading.Barrier(100, timeout=15)
+
+    def rendezvous(args, ctx):
+        try:
+            return {"met": barrier.wait() >= 0}
+        except threading.BrokenBarrierError:
+            return {"met": False}
+
+    engine.registry.register("rendezvous", "web", {"description": "Meet.", "parameters": {
+        "type": "object", "properties": {}}}, rendezvous,
+        policy=ToolPolicy(script_callable=True))
+    r = run(engine, """
+        import asyncio
+        from hermes_tools import aio
+        async def main():
+            out = await asyncio.gather(*(aio.rendezvous() for _ in range(100)))
+            print(sum(o["met"] for o in out))
+        asyncio.run(main())
+    """, enabled_toolsets=["web"])
+    assert r.status == "success", r.error
+    assert r.output.strip() == "100"
 
 
 def test_subprocess_of_the_script_calls_a_tool(engine):

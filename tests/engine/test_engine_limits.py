@@ -38,7 +38,7 @@ def test_oversized_call_fails_alone_and_the_connection_lives_on(make_engine, cal
 
 
 def test_a_second_execution_runs_while_the_first_has_hung_calls(leakcheck):
-    cfg = engine_config(max_tool_calls=100)
+    cfg = engine_config(max_tool_calls=100, max_parallel_tool_calls=16)
     release = threading.Event()
     lock = threading.Lock()
     entered: list[str] = []

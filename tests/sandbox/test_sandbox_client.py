@@ -291,3 +291,99 @@ def test_transport_error_fails_the_call(short_dir: Path) -> None:
     with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c, \
             pytest.raises(ToolCallError, match="RPC transport error: .*reserved"):
         c.call("x", {})
+
+
+# -- who reads (leader/follower) ----------------------------------------------------------
+
+
+def _spy_reads(c: RpcClient) -> list[str]:
+    """The names of the threads that read each message from now on."""
+    readers: list[str] = []
+    real = c._read_one
+
+    def read_one(conn: Any, idle: bool = False) -> bool:
+        readers.append(threading.current_thread().name)
+        return real(conn, idle)
+
+    c._read_one = read_one  # type: ignore[method-assign]
+    return readers
+
+
+def test_a_lone_caller_reads_its_own_replies(host: FakeHost,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)  # the reader never steps in idle
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        readers = _spy_reads(c)
+        for n in range(20):
+            assert c.call("t", {"n": n}) == {"tool": "t", "args": {"n": n}}
+        assert readers == [threading.current_thread().name] * 20  # no thread switch
+
+
+def test_idle_reader_steps_in_for_waiting_asyncio_calls(
+        short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a synchronous caller holds the read role while the host keeps its reply back; the
+    # asyncio calls meanwhile are answered (it reads for them), and once it is gone the
+    # background reader reads for the ones still waiting
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)
+
+    def handler(msg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        slow = msg["tool"] == "slow"
+        return result(msg, json.dumps(msg["tool"]), delay=2.0 if slow else 0.0)
+
+    async def main(c: RpcClient, leader_done: threading.Event) -> list[Any]:
+        first = await asyncio.gather(*[c.acall("fast") for _ in range(5)])
+        assert not leader_done.is_set()  # answered while the sync leader still waited
+        leader_done.wait(10)
+        return first + await asyncio.gather(*[c.acall("fast") for _ in range(5)])
+
+    with FakeHost(short_dir / "rpc.sock", handler=handler) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c, ThreadPoolExecutor(1) as pool:
+        c.connect()
+        readers = _spy_reads(c)
+        done = threading.Event()
+        slow = pool.submit(lambda: (c.call("slow"), done.set())[0])
+        deadline = time.monotonic() + 10
+        while not readers:  # the sync caller leads
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert asyncio.run(main(c, done)) == ["fast"] * 10
+        assert slow.result(10) == "slow"
+    assert "execengine-rpc" in readers  # the background reader served the second batch
+
+
+def test_an_interrupted_leader_leaves_the_stream_intact(short_dir: Path) -> None:
+    # the reply is cut in two; the caller is interrupted (a signal handler raises) between
+    # the halves: the next call still reads whole frames
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def on_signal(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    main = threading.get_ident()
+    path = short_dir / "raw.sock"
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn)
+        read_frame(conn)
+        conn.sendall(zmtp.encode_frame(b'{"v": 1, "type": "welcome", "exec": "e"}'))
+        first = json.loads(read_frame(conn)[1])
+        reply = zmtp.encode_frame(json.dumps(
+            {"v": 1, "type": "result", "id": first["id"], "result": "x" * 300}).encode())
+        conn.sendall(reply[:150])
+        signal.pthread_kill(main, signal.SIGUSR1)
+        second = json.loads(read_frame(conn)[1])
+        conn.sendall(reply[150:] + zmtp.encode_frame(json.dumps(
+            {"v": 1, "type": "result", "id": second["id"], "result": '"second"'}).encode()))
+        conn.recv(1)
+
+    old = signal.signal(signal.SIGUSR1, on_signal)
+    try:
+        with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c:
+            with pytest.raises(Interrupted):
+                c.call("first", {})
+            assert c.call("second", {}) == "second"
+    finally:
+        signal.signal(signal.SIGUSR1, old)
