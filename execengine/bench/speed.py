@@ -47,6 +47,7 @@ import psutil
 
 from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config, load_config
+from execengine.context import CallContext
 from execengine.engine.core import Engine
 from execengine.isolation import detect, make_launcher
 from execengine.launch.base import LaunchSpec
@@ -384,9 +385,11 @@ def _time_exec(engine: Any, code: str, tools: list[str]) -> float:
 
 
 def _time_dispatch(registry: Any, n: int, root: str) -> float:
+    context = CallContext(cwd=root)
+
     def run() -> None:
         for _ in range(n):
-            registry.dispatch("read_file", {"path": "small.txt"}, cwd=root)
+            registry.dispatch("read_file", {"path": "small.txt"}, context)
     return timed(run)
 
 
