@@ -229,7 +229,10 @@ class KernelProcess:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                select.select([], [self._cmd], [], min(left, TICK))
+                # poll, not select: descriptor numbers above 1023 are normal on a busy host
+                poller = select.poll()
+                poller.register(self._cmd, select.POLLOUT)
+                poller.poll(min(left, TICK) * 1000)
         return True
 
     def _take_replies(self) -> list[dict[str, Any]]:
