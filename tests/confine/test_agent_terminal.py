@@ -74,7 +74,12 @@ def test_cd_sticks_but_never_widens_what_is_writable(world):
         def sh(command):
             return json.loads(reg.dispatch("terminal", {"command": command}, CallContext()))
 
-        assert sh("mkdir sub && cd sub")["cwd"] == str(work / "sub")
+        # made here, writable by every sandbox uid: each command may run under another
+        # slot uid, and a folder one slot made is not writable by the next (a known limit at
+        # restricted, see docs/confinement.md)
+        (work / "sub").mkdir()
+        (work / "sub").chmod(0o777)
+        assert sh("cd sub")["cwd"] == str(work / "sub")
         assert sh("pwd")["output"].strip() == str(work / "sub")
         sh(f"cd {canary}")  # outside the roots: where commands start stays put
         res = sh("pwd; echo x > escaped")
