@@ -61,8 +61,8 @@ from execengine.engine.stub import render_stub
 from execengine.engine.supervise import supervise
 from execengine.errors import ConfigError, SandboxError, ToolError
 from execengine.hostdirs import sweep
-from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
+from execengine.launch.factory import make_launcher
 from execengine.registry import ToolRegistry
 from execengine.remote.host import REMOTE, RemoteHost
 from execengine.rpc import RpcServer
