@@ -40,6 +40,7 @@ is a child subreaper, so processes that escaped their session are reaped here to
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -454,6 +455,9 @@ def main(argv: list[str]) -> int:
         seccomp.compiled(False, False)
         seccomp.compiled(True, False)
         seccomp.compiled(False, True)  # the allow-list proxy's variant
+    # everything loaded so far lives as long as we do: out of the collector's sight, so
+    # that neither our collections nor a forked entry's touch (and copy) those pages
+    gc.freeze()
     with sock:
         Server(sock).serve()
     return 0
