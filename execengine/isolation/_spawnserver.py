@@ -25,8 +25,13 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
   prepares itself in parallel).
 * host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null}`` with fds
   ``[stdout_w, stderr_w, status_w, *pass_fds]``; reply ``{"ok": true, "pid": N}`` once the
-  child has exec'd, or ``{"ok": false, "error": "..."}``. When the child is reaped, its raw
-  wait status is written to ``status_w`` as decimal text and ``status_w`` is closed.
+  child has exec'd, or ``{"ok": false, "error": "..."}``. The child's raw wait status is
+  written to ``status_w`` as decimal text and ``status_w`` is closed: at ``restricted`` by
+  us when we reap the child; at ``isolated`` by the namespace's init, as
+  ``"<status> empty"`` once nothing of the execution is left (``status_w`` goes to it with
+  the plan and we keep no copy, so the host learns the status without a hop through us
+  and before the namespaces' teardown; see :func:`.entry._namespace_init`). An init that
+  is killed writes nothing: the host reads EOF alone.
 * host → spawner: ``{"op": "discard", "id": W}``: SIGKILL an unused warm entry.
 * host → spawner: ``{"op": "kill_uid", "uid": N, "sig": S}``: signal every process of that
   uid (a helper drops to the uid and calls ``kill(-1, sig)``); reply ``{"ok": true}``.
@@ -73,9 +78,6 @@ class Server:
         self.warm: dict[str, tuple[int, socket.socket]] = {}
         #: warm entries reaped before use
         self.dead: set[int] = set()
-        #: control sockets of running ``isolated`` entries, whose init reports the exit
-        #: status there: fd -> (pid, socket)
-        self.notes: dict[int, tuple[int, socket.socket]] = {}
         #: what every entry started here runs in: pid -> (cgroup dirs, slot uid), so that
         #: everything of it can be killed when the host goes away
         self.owned: dict[int, tuple[list[str], int | None]] = {}
@@ -88,15 +90,12 @@ class Server:
         while True:
             # poll(), never select(): descriptor numbers above 1023 are normal here
             poller = select.poll()
-            for fd in (self.sock.fileno(), self.wake_r, *self.notes):
+            for fd in (self.sock.fileno(), self.wake_r):
                 poller.register(fd, select.POLLIN)
             try:
                 ready = [fd for fd, _ in poller.poll()]
             except InterruptedError:
                 continue
-            for fd in ready:
-                if fd in self.notes:
-                    self.read_note(fd)
             if self.wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 4096)
@@ -199,10 +198,13 @@ class Server:
         """Hand ``plan`` to the prepared entry ``pid``; wait until it has exec'd or failed.
         None: the entry was already dead (the caller starts a cold one)."""
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        send = [fds[0], fds[1], err_w, *([userns] if userns is not None else []), *fds[3:]]
+        # isolated: the namespace's init reports the status itself (module docstring)
+        handover = plan.get("level") == "isolated"
+        send = [fds[0], fds[1], err_w, *([fds[2]] if handover else []),
+                *([userns] if userns is not None else []), *fds[3:]]
         try:
-            socket.send_fds(ctl, [json.dumps({"plan": plan, "userns": userns is not None})
-                                  .encode()], send)
+            socket.send_fds(ctl, [json.dumps({"plan": plan, "userns": userns is not None,
+                                              "status": handover}).encode()], send)
         except OSError:
             os.close(err_r)
             os.close(err_w)
@@ -223,32 +225,26 @@ class Server:
         os.close(err_r)
         ctl.setblocking(False)
         received = False
-        exited: int | None = None
         with contextlib.suppress(OSError, ValueError):
             while note := ctl.recv(MAX_MSG):
                 reply = json.loads(note)
                 received = received or bool(reply.get("received"))
                 if reply.get("error"):  # phase 1 failed
                     chunks.append(str(reply["error"]).encode())
-                if reply.get("empty"):  # a fast script: already over
-                    exited = int(reply["exited"])
-        keep = plan.get("level") == "isolated" and received and not chunks
-        if not keep or exited is not None:
-            ctl.close()
+        ctl.close()
         if not received and not chunks:
             # it died before taking the plan (killed while waiting): nothing of the plan
             # ran, the caller starts a cold entry
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             return None
-        self.children[pid] = fds[2]
         uid = plan.get("uid")
         self.owned[pid] = (list(plan.get("cgroup_dirs") or []),
                            uid if isinstance(uid, int) and uid > 0 else None)
-        if exited is not None:
-            self.report(pid, exited)
-        elif keep:
-            self.notes[ctl.fileno()] = (pid, ctl)
+        if handover:
+            os.close(fds[2])  # the entry has its copy (or failed: EOF tells the host)
+        else:
+            self.children[pid] = fds[2]
         if chunks:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -310,34 +306,6 @@ class Server:
         os.waitpid(pid, 0)
         return {"ok": True}
 
-    def read_note(self, fd: int) -> None:
-        """A note from an ``isolated`` entry's init: the workload's status, sent once the
-        namespace is empty (see :func:`.entry._reap_until_empty`), so the host learns it
-        before the namespaces' teardown. EOF without it: the holder's reap reports."""
-        pid, ctl = self.notes[fd]
-        try:
-            note = json.loads(ctl.recv(MAX_MSG) or b"{}")
-        except BlockingIOError:
-            return  # nothing yet
-        except (OSError, ValueError):
-            note = {}
-        if isinstance(note, dict) and note.get("empty") and isinstance(note.get("exited"),
-                                                                         int):
-            self.report(pid, note["exited"])
-        elif note:
-            return  # some other note: keep listening
-        del self.notes[fd]
-        ctl.close()
-
-    def report(self, pid: int, status: int) -> None:
-        """Write a status confirmed by the namespace's init, with ``empty``: nothing of the
-        execution runs any more (the host need not wait for the kill-all)."""
-        fd = self.children.pop(pid, None)
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(fd, f"{status} empty".encode())
-            os.close(fd)
-
     def reap(self) -> None:
         while True:
             try:
@@ -347,9 +315,6 @@ class Server:
             if pid == 0:
                 return
             self.owned.pop(pid, None)  # ended: what is left of it is the host's to kill
-            for nfd, (npid, _) in list(self.notes.items()):
-                if npid == pid:  # its init's note, if any, is already queued: it wins
-                    self.read_note(nfd)
             fd = self.children.pop(pid, None)
             if fd is None and any(pid == p for p, _ in self.warm.values()):
                 self.dead.add(pid)
@@ -362,9 +327,6 @@ class Server:
         """The host closed the socket or died: kill everything of every execution started
         here, at once (each one's cgroup, every process of its slot uid, the entries, and
         whatever was reparented to us), reap it, and remove the cgroups."""
-        for _, ctl in self.notes.values():
-            ctl.close()
-        self.notes.clear()
         for wid in list(self.warm):
             self.discard(wid)
         groups = [d for dirs, _ in self.owned.values() for d in dirs]

@@ -26,12 +26,13 @@ asked for (a warm entry; see :mod:`._spawnserver`):
                       └─fork─> init (pid 1): reaper
                                  └─fork─> workload │ plan │ build the root, pivot_root,
                                                            then as above, exec
-    init forwards SIGTERM to the namespace and reaps everything. When the workload ends,
-    it SIGKILLs whatever is left in the namespace, reaps until nothing is, then reports
-    the wait status to the spawner on the control socket (before the namespaces' slow
-    teardown) and to the holder, and exits. The holder re-creates that status for the
-    spawner. Both die with their parent (PR_SET_PDEATHSIG), so killing the holder kills
-    the whole namespace.
+    init forwards SIGTERM to the namespace and reaps everything. The workload hands it
+    the host's status descriptor (which came with the plan) before exec. When the
+    workload ends, init SIGKILLs whatever is left in the namespace, reaps until nothing
+    is, then writes the wait status there as ``"<status> empty"`` (straight to the host,
+    before the namespaces' slow teardown) and to the holder, and exits. The holder
+    re-creates that status as its own. Both die with their parent (PR_SET_PDEATHSIG), so
+    killing the holder kills the whole namespace.
 
 Errors before the plan arrives are sent on the control socket; errors after it are written
 to the plan's error fd (close-on-exec), which the spawner reads until EOF to tell a
@@ -128,8 +129,10 @@ def _is_cloexec(fd: int) -> bool:
         return True
 
 
-def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int]) -> None:
-    """Drop privileges, apply every in-process layer, exec. Never returns."""
+def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
+                  ruleset: landlock.Ruleset | None = None) -> None:
+    """Drop privileges, apply every in-process layer, exec. Never returns. ``ruleset``:
+    Landlock rules added ahead (see :func:`_prepare_landlock`)."""
     for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
@@ -166,7 +169,9 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
         landlock.restrict_self(landlock.LandlockPolicy(
             read_paths=tuple(read), write_paths=tuple(ll["write"]),
             deny_tcp=ll["deny_tcp"], scope=ll["scope"],
-            connect_ports=tuple(ll.get("connect_ports", ()))))
+            connect_ports=tuple(ll.get("connect_ports", ()))), ruleset=ruleset)
+    elif ruleset is not None:
+        ruleset.close()
     sc = plan.get("seccomp")
     if sc is not None:
         # compiled once in the spawner (inherited through fork): only the load is left
@@ -204,17 +209,21 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
                 fh.write(str(os.getpid()))
         if warm["level"] != "isolated":
-            _await_plan(ctl)
+            _await_plan(ctl, ruleset=_prepare_landlock(warm))
         _isolated(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
         _report_ctl(ctl, exc)
         os._exit(127)
 
 
-def _await_plan(ctl: int, prepared: tuple[str, int] | None = None) -> None:
+def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
+                handover: socket.socket | None = None,
+                ruleset: landlock.Ruleset | None = None) -> None:
     """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns.
     ``prepared``: (new root, /tmp size) of the fixed part of the root, built already (see
-    :func:`.mounts.prepare_root`)."""
+    :func:`.mounts.prepare_root`). ``handover``: where the host's status descriptor goes
+    (the namespace's init, which reports the status; see :func:`_namespace_init`).
+    ``ruleset``: the Landlock rules added ahead."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
     if not msg:
@@ -227,8 +236,16 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None) -> None:
     errfd = fcntl.fcntl(fds[2], fcntl.F_DUPFD_CLOEXEC, 512)
     os.close(fds[2])
     try:
-        userns = fds[3] if req.get("userns") else None
-        passed = fds[4:] if req.get("userns") else fds[3:]
+        rest = fds[3:]
+        if req.get("status"):
+            status, rest = rest[0], rest[1:]
+            if handover is not None:
+                socket.send_fds(handover, [b"s"], [status])
+            os.close(status)  # never the workload's
+        if handover is not None:
+            handover.close()
+        userns = rest[0] if req.get("userns") else None
+        passed = rest[1:] if req.get("userns") else rest
         if plan["level"] == "isolated":
             m = plan["mounts"]
             mplan = mounts.MountPlan(
@@ -244,10 +261,42 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None) -> None:
                 mounts.finish_root(mplan, prepared[1])
         if userns is not None:
             os.close(userns)
-        exec_workload(plan, (fds[0], fds[1]), passed)
+        exec_workload(plan, (fds[0], fds[1]), passed, ruleset)
     except BaseException as exc:
         _report(errfd, exc)
     os._exit(127)
+
+
+def _prepare_landlock(warm: dict[str, Any], root: str | None = None
+                      ) -> landlock.Ruleset | None:
+    """The Landlock rules every execution of this entry gets (``warm["landlock"]``: the
+    system, interpreter and device paths, and at ``isolated`` the root's own /tmp,
+    /dev/shm and /proc), added ahead of the plan; the plan's own paths are added at launch
+    (:func:`.landlock.restrict_self` checks that these are a subset of the plan's policy,
+    else starts afresh). None when none was asked for or adding them failed.
+
+    A rule names an inode. ``root``: the prepared root (``isolated``, before
+    ``pivot_root``): a path present there (a file system of the root's own, a system bind,
+    a device bind) is opened there; any other (the interpreter, bound at launch) at its
+    host path, the very inode its bind will show."""
+    ll = warm.get("landlock")
+    if not ll:
+        return None
+
+    def inside(path: str) -> str | None:
+        return root + path if root and os.path.lexists(root + path) else None
+
+    try:
+        ruleset = landlock.Ruleset(deny_tcp=bool(ll["deny_tcp"]), scope=bool(ll["scope"]))
+    except OSError:
+        return None
+    try:
+        ruleset.add_paths(ll["read"], write=False, opener=inside)
+        ruleset.add_paths(ll["write"], write=True, opener=inside)
+    except OSError:
+        ruleset.close()
+        return None
+    return ruleset
 
 
 def _report(errfd: int, exc: BaseException) -> None:
@@ -303,31 +352,51 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
             os.kill(-1, signal.SIGTERM)  # as pid 1: everyone in the namespace but us
 
     signal.signal(signal.SIGTERM, on_term)
+    # the workload passes the host's status descriptor up here once the plan is in
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     workload = os.fork()
     if workload == 0:
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.close(status_w)
+            ours.close()
             root, tmp_mb = warm.get("new_root"), warm.get("tmp_mb")
             if root and tmp_mb:
                 # the fixed part of the file-system view, ahead of the plan
                 mounts.prepare_root(root, int(tmp_mb))
-                _await_plan(ctl, (str(root), int(tmp_mb)))
-            _await_plan(ctl)
+                _await_plan(ctl, (str(root), int(tmp_mb)), theirs,
+                            _prepare_landlock(warm, str(root)))
+            _await_plan(ctl, handover=theirs)
         except BaseException as exc:
             _report_ctl(ctl, exc)
         os._exit(127)
+    theirs.close()
+    host = _received_fd(ours)  # EOF (None): the workload died or was discarded first
+    ours.close()
     status = _reap_until_empty(workload)
-    # Only now, with nothing of the execution left, report the status to the spawner
-    # straight away: exiting (and so the holder's report) waits for the namespaces'
+    # Only now, with nothing of the execution left, report the status to the host
+    # straight away: exiting (and so the holder's exit) waits for the namespaces'
     # teardown (the mount namespace's is a synchronous RCU wait, ~1.5 ms), which then
-    # happens after the result is out. The spawner takes this note as the kill-all's
-    # confirmation. The holder still gets the status, for a spawner that missed the note.
-    with contextlib.suppress(OSError):
-        os.write(ctl, json.dumps({"exited": status, "empty": True}).encode())
-    os.close(ctl)
+    # happens after the result is out. The host takes "empty" as the kill-all's
+    # confirmation.
+    if host is not None:
+        with contextlib.suppress(OSError):
+            os.write(host, f"{status} empty".encode())
+        os.close(host)
     os.write(status_w, str(status).encode())
     os._exit(0)
+
+
+def _received_fd(sock: socket.socket) -> int | None:
+    """The one descriptor sent on ``sock``, or None at EOF."""
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(sock, 16, 1)
+        except InterruptedError:
+            continue
+        except OSError:
+            return None
+        return fds[0] if fds else None
 
 
 def _reap_until_empty(workload: int) -> int:

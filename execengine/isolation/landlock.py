@@ -18,7 +18,8 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from collections.abc import Iterable
+import stat
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 SYS_CREATE_RULESET = 444
@@ -110,13 +111,15 @@ class LandlockPolicy:
     connect_ports: tuple[int, ...] = ()
 
 
-def _add_path(ruleset_fd: int, path: str, access: int) -> None:
+def _add_path(ruleset_fd: int, path: str, access: int, opened: str | None = None) -> None:
+    """A rule for ``path``, opened at ``opened`` when given (the same inode under another
+    name: see :meth:`Ruleset.add_paths`)."""
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        fd = os.open(opened or path, os.O_PATH | os.O_CLOEXEC)
     except OSError:
         return  # a path that does not exist cannot be reached either
     try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= FILE_RIGHTS
         attr = _PathBeneathAttr(access, fd)
         res = _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset_fd), ctypes.c_int(RULE_PATH_BENEATH),
@@ -128,45 +131,107 @@ def _add_path(ruleset_fd: int, path: str, access: int) -> None:
         os.close(fd)
 
 
-def restrict_self(policy: LandlockPolicy, abi: int | None = None) -> int:
-    """Apply ``policy`` to the calling thread (and what it execs or forks). Needs
-    no-new-privileges or CAP_SYS_ADMIN. Returns the ABI used; raises OSError on failure."""
-    abi = abi_version() if abi is None else abi
-    if abi < 1:
-        raise OSError(errno.EOPNOTSUPP, "Landlock is not available")
-    handled = fs_rights(abi)
-    attr = _RulesetAttr(handled, 0, 0)
-    if policy.deny_tcp and abi >= 4:
-        attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
-    if policy.scope and abi >= 6:
-        attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
-    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else (16 if abi >= 4 else 8)
-    fd = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
-                  ctypes.c_uint32(0))
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
-    fd = int(fd)
-    try:
-        for path in _unique(policy.read_paths):
-            _add_path(fd, path, READ)
-        for path in _unique(policy.write_paths):
-            _add_path(fd, path, handled)
-        if policy.deny_tcp and policy.connect_ports:
-            if abi < 4:
-                raise OSError(errno.EOPNOTSUPP, "Landlock ABI 4 is needed to allow one port")
-            for port in policy.connect_ports:
-                net = _NetPortAttr(NET_CONNECT_TCP, port)
-                if _syscall(SYS_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(RULE_NET_PORT),
-                            ctypes.byref(net), ctypes.c_uint32(0)) < 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"landlock_add_rule(port {port}): {os.strerror(err)}")
-        if _syscall(SYS_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0)) < 0:
+class Ruleset:
+    """A ruleset being built: rules added now, enforced by :meth:`restrict_self`.
+
+    Why a separate step: a rule names an *inode* (opened by path when it is added), so the
+    rules that are the same for every execution can be added ahead, in a warm sandbox
+    entry, and only the execution's own paths on the launch's critical path. ``read`` and
+    ``write`` record which paths have a rule, for the caller to check against the policy it
+    finally enforces. The descriptor is close-on-exec."""
+
+    def __init__(self, *, deny_tcp: bool = True, scope: bool = True,
+                 abi: int | None = None) -> None:
+        self.abi = abi_version() if abi is None else abi
+        if self.abi < 1:
+            raise OSError(errno.EOPNOTSUPP, "Landlock is not available")
+        self.deny_tcp, self.scope = deny_tcp, scope
+        self.handled = fs_rights(self.abi)
+        attr = _RulesetAttr(self.handled, 0, 0)
+        if deny_tcp and self.abi >= 4:
+            attr.handled_access_net = NET_BIND_TCP | NET_CONNECT_TCP
+        if scope and self.abi >= 6:
+            attr.scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        size = ctypes.sizeof(_RulesetAttr) if self.abi >= 6 else (16 if self.abi >= 4 else 8)
+        fd = _syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
+                      ctypes.c_uint32(0))
+        if fd < 0:
             err = ctypes.get_errno()
-            raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+            raise OSError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+        self.fd: int | None = int(fd)
+        self.read: set[str] = set()
+        self.write: set[str] = set()
+
+    def add_paths(self, paths: Iterable[str], *, write: bool,
+                  opener: Callable[[str], str | None] | None = None) -> None:
+        """Read (or full) access beneath each of ``paths``. ``opener(path)`` may name where
+        to open ``path`` instead (the same inode, seen from before a ``pivot_root``)."""
+        assert self.fd is not None, "ruleset already used"
+        for path in _unique(paths):
+            _add_path(self.fd, path, self.handled if write else READ,
+                      opener(path) if opener is not None else None)
+            (self.write if write else self.read).add(path)
+
+    def add_ports(self, ports: Iterable[int]) -> None:
+        """TCP ports that may still be connected to (``deny_tcp``; ABI >= 4)."""
+        assert self.fd is not None, "ruleset already used"
+        ports = list(ports)
+        if not self.deny_tcp or not ports:
+            return
+        if self.abi < 4:
+            raise OSError(errno.EOPNOTSUPP, "Landlock ABI 4 is needed to allow one port")
+        for port in ports:
+            net = _NetPortAttr(NET_CONNECT_TCP, port)
+            if _syscall(SYS_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(RULE_NET_PORT),
+                        ctypes.byref(net), ctypes.c_uint32(0)) < 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"landlock_add_rule(port {port}): {os.strerror(err)}")
+
+    def restrict_self(self) -> int:
+        """Enforce the ruleset on the calling thread (and what it execs or forks), then
+        close it. Needs no-new-privileges or CAP_SYS_ADMIN. Returns the ABI used."""
+        assert self.fd is not None, "ruleset already used"
+        try:
+            if _syscall(SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) < 0:
+                err = ctypes.get_errno()
+                raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+        finally:
+            self.close()
+        return self.abi
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def restrict_self(policy: LandlockPolicy, abi: int | None = None,
+                  ruleset: Ruleset | None = None) -> int:
+    """Apply ``policy`` to the calling thread (and what it execs or forks). Needs
+    no-new-privileges or CAP_SYS_ADMIN. Returns the ABI used; raises OSError on failure.
+
+    ``ruleset``: one built ahead with some of the policy's rules (see :class:`Ruleset`).
+    It is used only when it matches the policy (same TCP and scope handling, and no path
+    the policy does not list); otherwise it is discarded and the policy applied from
+    scratch, so a stale one can never widen what the policy allows."""
+    if ruleset is not None and not (
+            ruleset.fd is not None and ruleset.deny_tcp == policy.deny_tcp
+            and ruleset.scope == policy.scope
+            and ruleset.read <= set(policy.read_paths)
+            and ruleset.write <= set(policy.write_paths)):
+        ruleset.close()
+        ruleset = None
+    if ruleset is None:
+        ruleset = Ruleset(deny_tcp=policy.deny_tcp, scope=policy.scope, abi=abi)
+    try:
+        ruleset.add_paths([p for p in policy.read_paths if p not in ruleset.read],
+                          write=False)
+        ruleset.add_paths([p for p in policy.write_paths if p not in ruleset.write],
+                          write=True)
+        ruleset.add_ports(policy.connect_ports)
+        return ruleset.restrict_self()
     finally:
-        os.close(fd)
-    return abi
+        ruleset.close()
 
 
 def _unique(paths: Iterable[str]) -> list[str]:

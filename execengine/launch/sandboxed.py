@@ -259,15 +259,21 @@ class SandboxChild(Child):
                     log.warning("uid %d quarantined: its processes were not confirmed dead",
                                 self._slot.uid)
                     self._launcher._quarantined.append(self._slot)
-            # the grants go now (the execution's paths must not stay open to the sandbox
-            # group); removing the empty cgroup and the private tmp can wait
-            self._launcher._grants.release(self._grants)
+            # restricted: the grants go now (the execution's paths must not stay open to
+            # the sandbox group). isolated: a sandbox reaches no host path but the binds of
+            # its own mount namespace, so the grants open nothing to any other one and
+            # their revocation leaves the result's path too. Removing the empty cgroup and
+            # the private tmp can wait as well.
+            grants = self._grants
+            if self._launcher.level != "isolated":
+                self._launcher._grants.release(grants)
+                grants = []
             group, tmp = self._group, self._tmpdir
             # after the init's report only the namespace's holder and init are left in the
             # cgroup, exiting by themselves: give them a moment before a cgroup.kill
             grace = TEARDOWN_GRACE if self._empty else 0.0
             self._launcher._background.submit(
-                lambda: self._launcher._teardown(group, tmp, grace))
+                lambda: self._launcher._teardown(group, tmp, grace, grants))
 
 
 class SandboxLauncher(Launcher):
@@ -303,6 +309,8 @@ class SandboxLauncher(Launcher):
         self._background = Background()
         self._pool = WarmPool(self._make_warm, self._discard_warm, self._background, warm)
         self._limits_seen = LaunchLimits()
+        #: the interpreter paths of the last launch (its Landlock rules are added ahead)
+        self._interp_seen: list[str] = []
         self._closed = False
 
     @classmethod
@@ -319,6 +327,17 @@ class SandboxLauncher(Launcher):
         if spec.cwd not in spec.writable_paths:
             read.append(spec.cwd)
         return read, write
+
+    def _fixed_rules(self, interp: list[str], limits: LaunchLimits) -> dict[str, Any]:
+        """The Landlock rules that do not depend on the execution (its plan lists them
+        too): a warm entry adds them ahead (see :func:`.entry._prepare_landlock`)."""
+        read = [*mounts.SYSTEM_DIRS, *interp, *DEVICES_RO]
+        write = list(DEVICES_RW)
+        if self.level == "isolated":
+            read += ["/proc", "/dev/shm"]
+            write += ["/tmp", "/dev/shm"]
+        network = bool(limits.network) and self.level == "isolated"
+        return {"read": read, "write": write, "deny_tcp": not network, "scope": True}
 
     def _plan(self, spec: LaunchSpec, slot: UidSlot | None, group: cgroups.ExecCgroup | None,
               tmp: str, interp: list[str]) -> dict[str, Any]:
@@ -444,6 +463,8 @@ class SandboxLauncher(Launcher):
                 # with another size resizes it)
                 os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
                 warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
+            if self._interp_seen:
+                warm["landlock"] = self._fixed_rules(self._interp_seen, limits)
             pid = self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
@@ -463,8 +484,10 @@ class SandboxLauncher(Launcher):
             slot.release()
 
     def _teardown(self, group: cgroups.ExecCgroup | None, tmp: str | None,
-                  grace: float = 0.0) -> None:
+                  grace: float = 0.0, grants: list[str] | None = None) -> None:
         """What a closed child leaves to do; runs on the background thread."""
+        if grants:
+            self._grants.release(grants)
         if group is not None:
             group.close(grace)
         if tmp is not None:
@@ -483,10 +506,11 @@ class SandboxLauncher(Launcher):
         if not spec.argv or not os.path.isabs(spec.argv[0]):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
-        os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)
         network = self._host_net(spec.limits)
         self._limits_seen = spec.limits
         warm = self._pool.take(network)
+        if warm is None and self.level == "isolated":
+            os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)  # a warm entry's is made
         slot: UidSlot | None = None
         group: cgroups.ExecCgroup | None = None
         grants: list[str] = []
@@ -505,6 +529,7 @@ class SandboxLauncher(Launcher):
                 tmp = leftovers.make_tmp()
                 tmp_path = tmp
             interp = _interpreter_paths(spec.argv[0])
+            self._interp_seen = interp
             if slot is not None:
                 self._grant_interpreter(interp)
                 wanted = [(p, False) for p in (*spec.readable_paths, spec.cwd)]

@@ -152,6 +152,32 @@ def test_restricted_workdir_grant_is_revoked_after_close(tmp_path):
     assert (tmp_path / "new.txt").read_text() == "x"
 
 
+@pytest.mark.skipif(not REPORT.levels.get("isolated") or os.geteuid() != 0,
+                    reason="isolated as root only")
+def test_isolated_workdir_grant_is_revoked_off_the_result_path(tmp_path):
+    """isolated revokes on the background thread (no other sandbox can reach the path),
+    never later than the launcher's close."""
+    from execengine.isolation import acl
+    from execengine.isolation.uids import SANDBOX_GID
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o700)
+    (outside / "data.txt").write_text("x")
+    s = spec("print(open('data.txt').read())", outside)
+    with IsolatedLauncher() as launcher:
+        with launcher.launch(s) as child:
+            assert child.wait(20) == 0, child.stderr.read()
+            assert acl.group_perm(str(outside), SANDBOX_GID) == 7
+            assert child.stdout.read() == b"x\n"
+        launcher._background.close()  # what the background thread had queued has run
+        assert acl.group_perm(str(outside), SANDBOX_GID) is None
+    with IsolatedLauncher() as launcher, launcher.launch(s) as child:
+        assert child.wait(20) == 0, child.stderr.read()
+    # closing the launcher right after the child: revoked before close() returned
+    assert acl.group_perm(str(outside), SANDBOX_GID) is None
+
+
 STRAY = """
 import os, signal, sys, time
 if os.fork() == 0:

@@ -57,6 +57,46 @@ def test_landlock_confines_reads_writes_and_tcp(tmp_path):
 
 
 @linux
+@pytest.mark.skipif(not detect().has("landlock"), reason="no Landlock")
+def test_landlock_ruleset_built_ahead_is_used_only_when_the_policy_lists_its_paths(tmp_path):
+    """A warm entry adds the fixed rules ahead; at launch the policy's own paths join them.
+    A ruleset holding a path the policy does not list (stale: made for another execution)
+    is discarded, never enforced: the path stays denied."""
+    fixed, own, stale = tmp_path / "fixed", tmp_path / "own", tmp_path / "stale"
+    for d in (fixed, own, stale):
+        d.mkdir()
+        (d / "f").write_text(d.name)
+    r = run_py(f"""
+        import ctypes, sys
+        from execengine.isolation import landlock
+        ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)
+        system = tuple(sys.path[1:]) + ("/usr", "/lib", "/lib64", "/etc")
+        ahead = landlock.Ruleset()
+        ahead.add_paths(system + ({str(fixed)!r},), write=False)
+        if sys.argv[-1] == "stale":
+            ahead.add_paths([{str(stale)!r}], write=False)
+        policy = landlock.LandlockPolicy(read_paths=system + ({str(fixed)!r},),
+                                         write_paths=({str(own)!r},))
+        landlock.restrict_self(policy, ruleset=ahead)
+        assert ahead.fd is None  # used or discarded: closed either way
+        for name in ("fixed", "own", "stale"):
+            try:
+                print(name, open({str(tmp_path)!r} + "/" + name + "/f").read())
+            except OSError as e:
+                print(name, e.errno)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert dict(line.split() for line in r.stdout.splitlines()) == {
+        "fixed": "fixed", "own": "own", "stale": "13"}
+    code = r.args[-1]
+    r = subprocess.run([sys.executable, "-c", code, "stale"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert dict(line.split() for line in r.stdout.splitlines()) == {
+        "fixed": "fixed", "own": "own", "stale": "13"}
+
+
+@linux
 @pytest.mark.skipif(not detect().has("seccomp"), reason="no seccomp")
 def test_seccomp_allows_unix_sockets_only_and_denies_namespaces():
     r = run_py("""
