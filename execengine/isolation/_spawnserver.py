@@ -56,7 +56,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from execengine.isolation import entry, seccomp
+from execengine.isolation import entry, mounts, seccomp
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_MSG = 1 << 20
@@ -158,15 +158,28 @@ class Server:
             raise ValueError("spawn needs stdout, stderr and status fds")
         self.reap()  # learn about warm entries that died while waiting
         userns: int | None = None
-        idmap, mounts = plan.get("idmap"), plan.get("mounts")
-        if idmap and mounts is not None and plan.get("uid") is not None:
+        idmap, m = plan.get("idmap"), plan.get("mounts")
+        if idmap and m is not None and plan.get("uid") is not None:
             with contextlib.suppress(OSError):  # else plain binds; the ACL grants apply
                 userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
                 "network": bool(plan.get("network"))}
-        if mounts is not None:
-            warm.update(new_root=mounts["new_root"], tmp_mb=mounts["tmp_mb"])
+        binds: list[mounts.Bind] = []
+        bind_fds: list[int] = []
+        if m is not None:
+            warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
+            # the execution's paths, as detached mounts made here in the host's view
+            binds, bind_fds = mounts.clone_binds(mounts.MountPlan(
+                new_root=m["new_root"], read_paths=tuple(m["read"]),
+                write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
+                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
+                protect=tuple(m.get("protect", ()))))
+        if len(fds) + len(bind_fds) + 2 > entry.MAX_FDS:
+            for fd in bind_fds:
+                os.close(fd)
+            raise ValueError("too many paths and descriptors for one sandbox")
         status_w = fds[2]
+        sent = (binds, bind_fds)
         try:
             if wid is not None and wid in self.warm:
                 pid, ctl = self.warm.pop(wid)
@@ -175,36 +188,35 @@ class Server:
                     ctl.close()
                     wid = None
                 else:
-                    reply = self._use(pid, ctl, plan, fds, userns)
+                    reply = self._use(pid, ctl, plan, fds, sent)
                     if reply is not None:
                         return reply
                     wid = None
             cold = f"cold-{id(plan)}"
             pid = self.prepare(cold, warm)
             _, ctl = self.warm.pop(cold)
-            reply = self._use(pid, ctl, plan, fds, userns)
+            reply = self._use(pid, ctl, plan, fds, sent)
             if reply is None:
                 os.close(status_w)
                 return {"ok": False, "error": "the sandbox entry died before use"}
             return reply
         finally:
-            for fd in fds:
+            for fd in [*fds, *bind_fds]:
                 if fd != status_w:
                     with contextlib.suppress(OSError):
                         os.close(fd)
 
     def _use(self, pid: int, ctl: socket.socket, plan: dict[str, Any], fds: list[int],
-             userns: int | None) -> dict[str, Any] | None:
+             binds: tuple[list[mounts.Bind], list[int]]) -> dict[str, Any] | None:
         """Hand ``plan`` to the prepared entry ``pid``; wait until it has exec'd or failed.
         None: the entry was already dead (the caller starts a cold one)."""
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         # isolated: the namespace's init reports the status itself (module docstring)
         handover = plan.get("level") == "isolated"
-        send = [fds[0], fds[1], err_w, *([fds[2]] if handover else []),
-                *([userns] if userns is not None else []), *fds[3:]]
+        send = [fds[0], fds[1], err_w, *([fds[2]] if handover else []), *binds[1], *fds[3:]]
         try:
-            socket.send_fds(ctl, [json.dumps({"plan": plan, "userns": userns is not None,
-                                              "status": handover}).encode()], send)
+            socket.send_fds(ctl, [json.dumps({"plan": plan, "status": handover,
+                                              "binds": binds[0]}).encode()], send)
         except OSError:
             os.close(err_r)
             os.close(err_w)

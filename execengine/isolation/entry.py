@@ -8,12 +8,14 @@ asked for (a warm entry; see :mod:`._spawnserver`):
 
 1. :func:`prepare` — everything that does not depend on the script: a new session, the
    execution's cgroup (a cgroup migration waits for an RCU grace period, 1-20 ms here),
-   the namespaces and the forks. The process that will become the workload then blocks on
-   its control socket.
-2. the plan arrives (argv, environment, paths, limits, and stdout/stderr/error/passed fds
-   as ``SCM_RIGHTS``) — :func:`_await_plan` builds the file-system view (``isolated``),
-   places the fds, applies rlimits, the uid drop, no-new-privs, Landlock and seccomp, and
-   execs. Only this phase is on the launch's critical path.
+   the namespaces and the forks, the fixed Landlock rules, and at ``isolated`` the fixed
+   part of the root, entered with ``pivot_root``. The process that will become the
+   workload then blocks on its control socket.
+2. the plan arrives (argv, environment, paths, limits, and stdout/stderr/error/status/
+   passed fds and the execution's binds as detached mounts, as ``SCM_RIGHTS``) —
+   :func:`_await_plan` mounts the binds (``isolated``), places the fds, applies rlimits,
+   the uid drop, no-new-privs, the rest of Landlock and seccomp, and execs. Only this
+   phase is on the launch's critical path.
 
 ``restricted``::
 
@@ -24,7 +26,7 @@ asked for (a warm entry; see :mod:`._spawnserver`):
 
     spawner ─fork─> holder: setsid, cgroup, unshare(mnt|pid|net|ipc|uts), ignore SIGTERM
                       └─fork─> init (pid 1): reaper
-                                 └─fork─> workload │ plan │ build the root, pivot_root,
+                                 └─fork─> workload: root, pivot_root │ plan │ binds,
                                                            then as above, exec
     init forwards SIGTERM to the namespace and reaps everything. The workload hands it
     the host's status descriptor (which came with the plan) before exec. When the
@@ -182,7 +184,7 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
 
 #: control message: JSON up to this size, plus up to this many fds
 MAX_PLAN = 1 << 20
-MAX_FDS = 64
+MAX_FDS = 250  # SCM_MAX_FD is 253
 
 
 def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...] = ()
@@ -220,10 +222,11 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
                 handover: socket.socket | None = None,
                 ruleset: landlock.Ruleset | None = None) -> None:
     """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns.
-    ``prepared``: (new root, /tmp size) of the fixed part of the root, built already (see
-    :func:`.mounts.prepare_root`). ``handover``: where the host's status descriptor goes
-    (the namespace's init, which reports the status; see :func:`_namespace_init`).
-    ``ruleset``: the Landlock rules added ahead."""
+    ``prepared``: (new root, /tmp size) of the fixed part of the root, built and entered
+    already (see :func:`.mounts.prepare_root`); the execution's binds come with the plan.
+    ``handover``: where the host's status descriptor goes (the namespace's init, which
+    reports the status; see :func:`_namespace_init`). ``ruleset``: the Landlock rules
+    added ahead."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
     if not msg:
@@ -244,23 +247,18 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
             os.close(status)  # never the workload's
         if handover is not None:
             handover.close()
-        userns = rest[0] if req.get("userns") else None
-        passed = rest[1:] if req.get("userns") else rest
+        binds: list[mounts.Bind] = req.get("binds") or []
+        count = sum(1 for b in binds if b["kind"] != "link")
+        mounted, passed = rest[:count], rest[count:]
         if plan["level"] == "isolated":
             m = plan["mounts"]
-            mplan = mounts.MountPlan(
-                new_root=m["new_root"], read_paths=tuple(m["read"]),
-                write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
-                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
-                protect=tuple(m.get("protect", ())))
-            if prepared is None:
-                mounts.build_root(mplan)
-            elif prepared[0] != m["new_root"]:
-                raise OSError(f"the entry's root is {prepared[0]}, not {m['new_root']}")
-            else:
-                mounts.finish_root(mplan, prepared[1])
-        if userns is not None:
-            os.close(userns)
+            if prepared is None or prepared[0] != m["new_root"]:
+                for fd in mounted:
+                    os.close(fd)
+                raise OSError(f"the entry's root is {prepared and prepared[0]}, not "
+                              f"{m['new_root']}")
+            mounts.attach(binds, mounted, cwd=plan["cwd"], tmp_mb=int(m["tmp_mb"]),
+                          prepared_tmp_mb=prepared[1])
         exec_workload(plan, (fds[0], fds[1]), passed, ruleset)
     except BaseException as exc:
         _report(errfd, exc)
@@ -360,13 +358,13 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.close(status_w)
             ours.close()
-            root, tmp_mb = warm.get("new_root"), warm.get("tmp_mb")
-            if root and tmp_mb:
-                # the fixed part of the file-system view, ahead of the plan
-                mounts.prepare_root(root, int(tmp_mb))
-                _await_plan(ctl, (str(root), int(tmp_mb)), theirs,
-                            _prepare_landlock(warm, str(root)))
-            _await_plan(ctl, handover=theirs)
+            root, tmp_mb = str(warm["new_root"]), int(warm["tmp_mb"])
+            # the fixed part of the file-system view, ahead of the plan: built, its Landlock
+            # rules added (the interpreter's at its host path), entered
+            mounts.prepare_root(root, tmp_mb)
+            ruleset = _prepare_landlock(warm, root)
+            mounts.enter_root(root)
+            _await_plan(ctl, (root, tmp_mb), theirs, ruleset)
         except BaseException as exc:
             _report_ctl(ctl, exc)
         os._exit(127)

@@ -1,19 +1,28 @@
 """The private file-system view of level ``isolated``, built inside a new mount namespace.
 
-Runs as root in the sandbox's namespace-init process (see :mod:`.entry`), before the uid
-drop. The new root is a small tmpfs holding:
+Runs as root in the sandbox's entry (see :mod:`.entry`), before the uid drop. The new root
+is a small tmpfs holding:
 
 * read-only binds of the system directories (``/usr``, ``/etc``, ``/lib*``; merged-``/usr``
   symlinks such as ``/bin -> usr/bin`` are recreated as symlinks), of the interpreter prefix
   and of the extra readable paths, at their host paths (so ``sys.prefix`` is unchanged and
   an interpreter under a 0700 home is reachable);
-* read-write binds of the writable paths (working directory, staging);
+* read-write binds of the writable paths (working directory, staging), id-mapped where the
+  file system allows it;
 * a read-only bind of the RPC socket directory (connecting to a socket needs no writable
   mount);
 * a size-limited tmpfs ``/tmp`` and ``/dev/shm``, a minimal ``/dev`` and a fresh ``/proc``
   of the new pid namespace.
 
-Then ``pivot_root`` into it, detach the old root, and remount the new root read-only.
+In two steps, so that the slow part happens ahead of the launch, in a warm entry:
+
+1. :func:`prepare_root` builds the fixed part and :func:`enter_root` pivots into it and
+   detaches the old root (detaching the host's mount tree waits for an RCU grace period,
+   up to several ms on a busy host);
+2. at launch the spawner, still in the host's mount namespace, makes detached copies of
+   the execution's paths (:func:`clone_binds`: ``open_tree``, attributes set with
+   ``mount_setattr``) and sends them along with the plan; :func:`attach` moves them into
+   the root (``move_mount``) and makes the root read-only.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ AT_FDCWD = -100
 AT_EMPTY_PATH = 0x1000
 AT_RECURSIVE = 0x8000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_IDMAP = 0x00100000
@@ -86,22 +96,23 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
-def idmapped_bind(src: str, dst: str, userns_fd: int) -> None:
-    """Bind ``src`` at ``dst`` through an id-mapped mount: ids are translated by the user
-    namespace ``userns_fd`` (its ``0 <slot> 1`` map makes files of the mapped owner appear
-    owned by the slot uid, and files the slot uid creates land on disk as that owner)."""
-    fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, src.encode(),
+def _open_tree(path: str) -> int:
+    """A detached copy of the mount tree at ``path`` (close-on-exec)."""
+    fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(),
                        OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)
-    _check(0 if fd >= 0 else -1, f"open_tree {src}")
-    try:
-        attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0,
-                          userns_fd)
-        _check(_libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH | AT_RECURSIVE,
-                             ctypes.byref(attr), ctypes.sizeof(attr)), f"idmap {src}")
-        _check(_libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, dst.encode(),
-                             MOVE_MOUNT_F_EMPTY_PATH), f"move_mount {dst}")
-    finally:
-        os.close(fd)
+    _check(0 if fd >= 0 else -1, f"open_tree {path}")
+    return int(fd)
+
+
+def _set_attr(fd: int, attr_set: int, userns_fd: int | None, what: str) -> None:
+    attr = _MountAttr(attr_set, 0, 0, userns_fd if userns_fd is not None else 0)
+    _check(_libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH | AT_RECURSIVE,
+                         ctypes.byref(attr), ctypes.sizeof(attr)), f"mount_setattr {what}")
+
+
+def _move_mount(fd: int, dst: str) -> None:
+    _check(_libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, dst.encode(),
+                         MOVE_MOUNT_F_EMPTY_PATH), f"move_mount {dst}")
 
 
 @dataclass(frozen=True)
@@ -119,7 +130,82 @@ class MountPlan:
     protect: tuple[str, ...] = ()
 
 
-def _bind(src: str, root: str, *, readonly: bool, userns_fd: int | None = None) -> None:
+#: one bind of :func:`clone_binds`: where it appears (its host path) and what it is:
+#: ``"dir"`` or ``"file"`` (a detached mount comes with it) or ``"link"`` (a symbolic link
+#: to ``target``, for a top-level one such as ``/lib64 -> usr/lib64``)
+Bind = dict[str, str]
+
+
+def _clone(path: str, *, readonly: bool, userns_fd: int | None = None
+           ) -> tuple[Bind, int | None] | None:
+    if not os.path.exists(path):
+        return None
+    if os.path.islink(path) and os.path.dirname(path) == "/":
+        return {"path": path, "kind": "link", "target": os.readlink(path)}, None
+    kind = "dir" if os.path.isdir(path) else "file"
+    fd = _open_tree(path)  # follows symbolic links: the target, at this path
+    try:
+        flags = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if readonly else 0)
+        if userns_fd is not None:
+            try:
+                _set_attr(fd, flags | MOUNT_ATTR_IDMAP, userns_fd, path)
+                return {"path": path, "kind": kind}, fd
+            except OSError:
+                pass  # a file system without id-mapped mounts: a plain bind (ACL grants)
+        _set_attr(fd, flags, None, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return {"path": path, "kind": kind}, fd
+
+
+def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
+    """The execution's binds as detached mounts, attributes set (read-only ones
+    recursively read-only; writable ones id-mapped through ``plan.userns_fd`` where
+    possible; all nosuid, nodev), in the order :func:`attach` mounts them: parents first,
+    then the protected paths over the writable ones. Runs in the host's mount namespace
+    (the spawner). The caller closes the descriptors."""
+    binds: list[tuple[str, bool]] = [(p, True) for p in plan.read_paths]
+    if plan.socket_dir:
+        binds.append((plan.socket_dir, True))
+    binds += [(p, False) for p in plan.write_paths]
+    ro = {os.path.abspath(p) for p, r in binds if r}
+    rw = {os.path.abspath(p) for p, r in binds if not r}
+    system = {os.path.abspath(p) for p in SYSTEM_DIRS}
+    out: list[Bind] = []
+    fds: list[int] = []
+    try:
+        for path in _ordered(ro | rw):
+            if path in system and path not in rw:
+                continue  # bound read-only already
+            if any(d.startswith(path + "/") for d in system):
+                # a parent of a system directory (say "/"): binding it would hide those
+                raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
+                              f"directories")
+            _add(out, fds, _clone(path, readonly=path not in rw, userns_fd=plan.userns_fd
+                                  if path in rw else None))
+        for path in _ordered(plan.protect):
+            if any(path.startswith(w + "/") for w in rw) and os.path.lexists(path) \
+                    and not os.path.islink(path):
+                # as the writable bind above it shows it (id-mapped), but read-only
+                _add(out, fds, _clone(path, readonly=True, userns_fd=plan.userns_fd))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return out, fds
+
+
+def _add(out: list[Bind], fds: list[int], cloned: tuple[Bind, int | None] | None) -> None:
+    if cloned is not None:
+        out.append(cloned[0])
+        if cloned[1] is not None:
+            fds.append(cloned[1])
+
+
+def _bind(src: str, root: str) -> None:
+    """A read-only bind of the host's ``src`` at ``root + src`` (a top-level symbolic link
+    is recreated as one): the system directories of :func:`prepare_root`."""
     if not os.path.exists(src):
         return
     dst = root + src
@@ -128,21 +214,9 @@ def _bind(src: str, root: str, *, readonly: bool, userns_fd: int | None = None) 
             os.symlink(os.readlink(src), dst)
         return
     src = os.path.realpath(src)
-    if os.path.isdir(src):
-        os.makedirs(dst, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        if not os.path.exists(dst):
-            open(dst, "w").close()
-    if userns_fd is not None and not readonly:
-        try:
-            idmapped_bind(src, dst, userns_fd)
-            return
-        except OSError:
-            pass  # a file system without id-mapped mounts: a plain bind (ACL grants)
+    os.makedirs(dst, exist_ok=True)
     mount(src, dst, None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (MS_RDONLY if readonly else 0)
-    mount(None, dst, None, flags)
+    mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | MS_RDONLY)
 
 
 def _ordered(paths: Iterable[str]) -> list[str]:
@@ -158,16 +232,16 @@ def _tmpfs_opts(tmp_mb: int) -> str:
 def prepare_root(root: str, tmp_mb: int) -> None:
     """The part of the root that is the same for every execution: the root tmpfs, ``/tmp``
     and ``/dev/shm`` (sized ``tmp_mb``), the read-only system binds, ``/dev`` and ``/proc``.
-    Done ahead of the launch in a warm entry (it takes about 1 ms); :func:`finish_root`
-    adds the execution's own binds. Caller: root, in a fresh mount namespace and (for
-    ``/proc``) a fresh pid namespace."""
+    Done ahead of the launch in a warm entry (it takes about 1 ms), as is
+    :func:`enter_root`; :func:`attach` adds the execution's own binds. Caller: root, in a
+    fresh mount namespace and (for ``/proc``) a fresh pid namespace."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=4m,mode=0755")
     # /tmp first: working and staging directories often live below it
     os.makedirs(root + "/tmp")
     mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
     for path in _ordered(SYSTEM_DIRS):
-        _bind(path, root, readonly=True)
+        _bind(path, root)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for name in DEVICES:
@@ -184,45 +258,47 @@ def prepare_root(root: str, tmp_mb: int) -> None:
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def finish_root(plan: MountPlan, prepared_tmp_mb: int) -> None:
-    """Add the execution's binds to a root made by :func:`prepare_root` (resizing ``/tmp``
-    and ``/dev/shm`` when the plan's size differs), pivot into it, make it read-only."""
-    root = plan.new_root
-    if plan.tmp_mb != prepared_tmp_mb:
-        for path in (root + "/tmp", root + "/dev/shm"):
-            mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV,
-                  _tmpfs_opts(plan.tmp_mb))
-    binds: list[tuple[str, bool]] = [(p, True) for p in plan.read_paths]
-    if plan.socket_dir:
-        binds.append((plan.socket_dir, True))
-    binds += [(p, False) for p in plan.write_paths]
-    ro = {os.path.abspath(p) for p, r in binds if r}
-    rw = {os.path.abspath(p) for p, r in binds if not r}
-    system = {os.path.abspath(p) for p in SYSTEM_DIRS}
-    for path in _ordered(ro | rw):
-        if path in system and path not in rw:
-            continue  # bound read-only already
-        if any(d.startswith(path + "/") for d in system):
-            # a parent of a system directory (say "/"): binding it would hide those binds
-            raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
-                          f"directories")
-        _bind(path, root, readonly=path not in rw, userns_fd=plan.userns_fd)
-    for path in _ordered(plan.protect):
-        if any(path.startswith(w + "/") for w in rw) and os.path.lexists(path) \
-                and not os.path.islink(path):
-            dst = root + path
-            mount(dst, dst, None, MS_BIND | MS_REC)
-            mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+def enter_root(root: str) -> None:
+    """``pivot_root`` into a root made by :func:`prepare_root` and detach the old one; the
+    root stays writable (for the mount points of :func:`attach`)."""
     os.makedirs(root + "/.old")
     pivot_root(root, root + "/.old")
     os.chdir("/")
     umount("/.old", MNT_DETACH)
     os.rmdir("/.old")
+
+
+def attach(binds: list[Bind], fds: list[int], *, cwd: str, tmp_mb: int,
+           prepared_tmp_mb: int) -> None:
+    """In the root :func:`enter_root` entered: resize ``/tmp`` and ``/dev/shm`` when the
+    plan's size differs, mount the detached copies of :func:`clone_binds` at their paths
+    (closing them), make the root read-only, change to ``cwd``."""
+    if tmp_mb != prepared_tmp_mb:
+        for path in ("/tmp", "/dev/shm"):
+            mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
+    left = list(fds)
+    try:
+        for bind in binds:
+            path = bind["path"]
+            if bind["kind"] == "link":
+                if not os.path.lexists(path):
+                    os.symlink(bind["target"], path)
+                continue
+            if not left:
+                raise OSError(f"no mount sent for {path}")
+            fd = left.pop(0)
+            try:
+                if bind["kind"] == "dir":
+                    os.makedirs(path, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    if not os.path.exists(path):
+                        open(path, "w").close()
+                _move_mount(fd, path)
+            finally:
+                os.close(fd)
+    finally:
+        for fd in left:
+            os.close(fd)
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.chdir(plan.cwd)
-
-
-def build_root(plan: MountPlan) -> None:
-    """Both steps at once (a root not prepared ahead)."""
-    prepare_root(plan.new_root, plan.tmp_mb)
-    finish_root(plan, plan.tmp_mb)
+    os.chdir(cwd)
