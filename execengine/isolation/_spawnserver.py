@@ -9,7 +9,8 @@ Being exec'd fresh, it also carries no host secrets in memory or ``/proc/self/en
 (it is started with an empty environment).
 
 Warm entries: phase 1 of entering a sandbox (:func:`.entry.prepare`: session, cgroup,
-namespaces, forks) does not depend on the script, so the host asks for it *ahead* of the
+namespaces, forks, the fixed Landlock rules, at ``isolated`` the fixed part of the root,
+entered) does not depend on the script, so the host asks for it *ahead* of the
 next launch; the prepared process blocks on a control socket. A launch then only sends the
 plan (phase 2). The cgroup migration alone waits for an RCU grace period (1-20 ms on the
 hosts we measured), and three forks of a Python process cost about 1 ms each; none of that
@@ -20,12 +21,15 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 
 * spawner → host, once: ``{"ready": true, "pid": N}``
 * host → spawner: ``{"op": "prepare", "id": W, "warm": {"level", "cgroup_dirs",
-  "network", "new_root", "tmp_mb"}}`` (the last two at ``isolated``: the entry builds the
-  fixed part of its root ahead); reply ``{"ok": true, "pid": N}`` at once (the entry
-  prepares itself in parallel).
+  "network", "new_root", "tmp_mb", "landlock"}}`` (``new_root`` and ``tmp_mb`` at
+  ``isolated``: the entry builds and enters the fixed part of its root ahead;
+  ``landlock``: the rules every execution gets, see :func:`.entry._prepare_landlock`);
+  reply ``{"ok": true, "pid": N}`` at once (the entry prepares itself in parallel).
 * host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null}`` with fds
-  ``[stdout_w, stderr_w, status_w, *pass_fds]``; reply ``{"ok": true, "pid": N}`` once the
-  child has exec'd, or ``{"ok": false, "error": "..."}``. The child's raw wait status is
+  ``[stdout_w, stderr_w, status_w, *pass_fds]``; at ``isolated`` we copy the plan's paths
+  as detached mounts (:func:`.mounts.clone_binds`) and send them to the entry with the
+  plan. Reply ``{"ok": true, "pid": N}`` once the child has exec'd, or ``{"ok": false,
+  "error": "..."}``. The child's raw wait status is
   written to ``status_w`` as decimal text and ``status_w`` is closed: at ``restricted`` by
   us when we reap the child; at ``isolated`` by the namespace's init, as
   ``"<status> empty"`` once nothing of the execution is left (``status_w`` goes to it with
