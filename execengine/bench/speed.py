@@ -122,12 +122,14 @@ def _checked(result: Any, what: str) -> Any:
 
 
 def cpu_seconds() -> float:
-    """CPU time of this process, its reaped children, and its live children with what they
-    reaped (the isolation spawner reaps the sandboxes it forks)."""
+    """CPU time of this process, its reaped children, and every descendant still there
+    (running or a zombie) with what it reaped. Every level counts: at ``isolated`` the
+    host has the result from the namespace's init before the init, its holder and so the
+    spawner have reaped the execution, so its time is still in those processes then."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    for child in psutil.Process().children():
+    for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
             t = child.cpu_times()
             total += t.user + t.system + t.children_user + t.children_system
