@@ -10,6 +10,10 @@ that finishes takes the oldest. A job that waits longer than ``max_wait`` second
 back by :meth:`WorkerPool.expired` (the caller answers it with an error). Only when
 *abandoned* jobs (calls of executions that already ended, see :class:`PoolJob`) hold every
 worker is a new job refused at once: nothing would ever free a worker for it.
+
+A caller may run a job on its own thread and still count it as one of the pool's
+(:meth:`WorkerPool.reserve`, :meth:`WorkerPool.release`): the RPC loop does so for a call it
+runs itself, so the bounds and refusals above see every running call.
 """
 
 from __future__ import annotations

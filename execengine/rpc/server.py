@@ -2,9 +2,11 @@
 
 Every execution gets its own listening Unix socket at ``<private dir>/rpc.sock``
 (:class:`~execengine.rpc.channel.Channel`); the host speaks ZMTP 3.x as a ``ROUTER``
-(:mod:`.zmtp`) on every connection it accepts. One loop thread accepts and reads; tool calls
-run in a :class:`~execengine.rpc.pool.WorkerPool`, and a worker writes its call's reply
-itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call.
+(:mod:`.zmtp`) on every connection it accepts. The loop thread accepts and reads; a call runs
+on the thread that read it when the standby loop thread can take the loop over (see
+:meth:`RpcServer._run`), else in a :class:`~execengine.rpc.pool.WorkerPool`; whoever runs it
+writes its reply itself (:class:`~execengine.rpc.connection.Connection`). So a lone call
+crosses no thread on the host, and concurrent ones one.
 
 What one script cannot do to the host or to other executions:
 
