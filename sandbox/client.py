@@ -133,6 +133,12 @@ def _set_result(future: asyncio.Future[Any], value: Any) -> None:
         future.set_result(value)
 
 
+def _set_results(items: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, value in items:
+        if not future.done():
+            future.set_result(value)
+
+
 def _set_exception(future: asyncio.Future[Any], error: Any) -> None:
     if not future.done():
         future.set_exception(error)
@@ -168,6 +174,12 @@ class RpcClient:
         self._role = threading.Condition(threading.Lock())
         self._reading: threading.Thread | None = None
         self._released_at = 0.0
+        #: the last call came from asyncio: the background reader keeps the read role
+        self._async_mode = False
+        #: replies for asyncio waiters read but not yet handed to their loops (the read
+        #: role's holder hands them on at once when nothing more is buffered: one wake-up
+        #: of an event loop for a burst of replies)
+        self._batch: list[tuple[_AsyncWaiter, dict[str, Any]]] = []
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RpcClient:
@@ -278,6 +290,8 @@ class RpcClient:
                 return True
             msg = self._parse(frames)
             if self._dispatch(msg):
+                if self._batch and not conn.has_frame():
+                    self._flush()
                 return True
             reason = "protocol error: the host reported {}".format(msg.get("error", msg))
         except zmtp.PeerClosed as exc:
@@ -302,7 +316,20 @@ class RpcClient:
                 self._role.notify()
             return False
 
+    def _flush(self) -> None:
+        """Hand the batched replies to their event loops, one wake-up per loop."""
+        with self._pending_lock:
+            batch, self._batch = self._batch, []
+        by_loop: dict[Any, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for waiter, reply in batch:
+            by_loop.setdefault(waiter.loop, []).append((waiter.future, reply))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_set_results, items)
+
     def _give_role(self) -> None:
+        if self._batch:
+            self._flush()
         with self._role:
             self._reading = None
             self._released_at = time.monotonic()
@@ -339,8 +366,10 @@ class RpcClient:
                             role.wait(IDLE_READ)
                     self._reading = threading.current_thread()
                 try:
-                    # read until nobody waits; at least one step (a heartbeat, a message)
-                    while self._read_one(conn, idle=True) and self._pending:
+                    # read until nobody waits (asyncio callers: until a synchronous call
+                    # comes, so their calls find a reader); at least one step
+                    while self._read_one(conn, idle=True) and (self._pending
+                                                               or self._async_mode):
                         pass
                 finally:
                     self._give_role()
@@ -355,11 +384,16 @@ class RpcClient:
             return msg.get("type") not in ("error", "denied")
         with self._pending_lock:
             waiter = self._pending.pop(req_id, None)
+            if isinstance(waiter, _AsyncWaiter):
+                self._batch.append((waiter, msg))
+                return True
         if waiter is not None:  # else: a reply nobody waits for any more (cancelled task)
             waiter.resolve(msg)
         return True
 
     def _fail_all(self, reason: str) -> None:
+        if self._batch:  # what was read is delivered first
+            self._flush()
         with self._pending_lock:
             if self._failure is None:
                 self._failure = reason
@@ -417,6 +451,7 @@ class RpcClient:
     def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call tool ``name`` with ``args`` and return its decoded result."""
         self.connect()
+        self._async_mode = False
         waiter = _Waiter()
         req_id = self._submit(name, args, waiter)
         if self._take_role(waiter):
@@ -436,6 +471,7 @@ class RpcClient:
         if self._conn is None or self._failure is not None:
             # only the first call of a process can get here; the handshake blocks
             await loop.run_in_executor(None, self.connect)
+        self._async_mode = True
         future = loop.create_future()
         waiter = _AsyncWaiter(loop, future)
         req_id = self._submit(name, args, waiter)
