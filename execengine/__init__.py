@@ -66,8 +66,8 @@ if TYPE_CHECKING:
         UnknownToolsetError,
         WebError,
     )
-    from execengine.isolation import make_launcher
     from execengine.launch import Child, Launcher, LaunchLimits, LaunchSpec
+    from execengine.launch.factory import make_launcher
     from execengine.policy import ToolPolicy
     from execengine.registry import (
         Availability,
@@ -132,7 +132,7 @@ _EXPORTS = {
     "handle_function_call": "execengine.registry",
     "install_agent_handlers": "execengine.agent",
     "load_config": "execengine.config",
-    "make_launcher": "execengine.isolation",
+    "make_launcher": "execengine.launch.factory",
     "repair_transcript": "execengine.agent",
     "run_conversation": "execengine.agent",
 }

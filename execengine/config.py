@@ -124,6 +124,10 @@ class CodeExecutionConfig(_Section):
     min_isolation: IsolationLevel | None = option(
         None, "fail instead of running below this level"
     )
+    launcher: str | None = option(
+        None, "a launcher by name from the execengine.launchers entry-point group (default: "
+        "the chosen isolation level's; ssh with terminal.backend ssh)"
+    )
     network: bool = option(False, "allow network access from scripts at level isolated")
     memory_mb: int = option(1024, "memory limit of one execution, MiB", min=16)
     cpu_seconds: int | None = option(

@@ -49,8 +49,9 @@ from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config, load_config
 from execengine.context import CallContext
 from execengine.engine.core import Engine
-from execengine.isolation import detect, make_launcher
+from execengine.isolation import detect
 from execengine.launch.base import LaunchSpec
+from execengine.launch.factory import make_launcher
 from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from execengine.cli._common import config_from, print_json, registry_from, table
 from execengine.cli.tools_cmd import mcp_status, print_mcp_status
 from execengine.errors import IsolationError
-from execengine.isolation.choose import choose_level
 from execengine.isolation.detect import detect
+from execengine.launch.factory import choose_level
 from execengine.remote.doctor import Check, check_remote
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from execengine.confine.proxy import AllowListProxy
 from execengine.engine.capture import OutputCapture
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError, TerminalError
-from execengine.isolation import make_launcher
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
+from execengine.launch.factory import make_launcher
 from execengine.rpc.channel import make_socket_dir
 from execengine.terminal.backend import TIMEOUT_EXIT_CODE, CommandResult
 from execengine.terminal.procs import PWD_FD_MIN, shell_script

@@ -13,7 +13,13 @@ import abc
 import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from execengine.config import Config
+    from execengine.isolation.detect import IsolationReport
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,14 @@ class Child(abc.ABC):
 class Launcher(abc.ABC):
     """Starts children at one isolation level."""
 
-    #: "none", "restricted" or "isolated"
+    #: "none", "restricted" or "isolated" (or "ssh": confined by the remote host)
     level: str = "none"
+
+    @classmethod
+    def from_config(cls, config: Config, report: IsolationReport | None = None) -> Self:
+        """Build this launcher for ``config`` (``report``: the host's isolation probe, when
+        the factory made one). The factory calls this; the default takes no settings."""
+        return cls()
 
     @abc.abstractmethod
     def launch(self, spec: LaunchSpec) -> Child:

@@ -26,11 +26,17 @@ import tarfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from execengine._resources import sandbox_dir
 from execengine.launch.base import Child, Launcher, LaunchSpec
 from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from execengine.config import Config
+    from execengine.isolation.detect import IsolationReport
 
 #: the remote child's ``python -c`` program (the same text as ``sandbox/remote.py``'s)
 REMOTE_ENTRY = "import sys; from _execengine.remote import main; sys.exit(main())"
@@ -100,6 +106,12 @@ class SshLauncher(Launcher):
         self._lock = threading.Lock()
         self._base: str | None = None
         self._runtime: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Config, report: IsolationReport | None = None) -> Self:
+        s = config.ssh
+        return cls(SshTarget.from_config(config), remote_dir=s.remote_dir, python=s.python,
+                   cwd=s.cwd)
 
     # -- the remote runtime -----------------------------------------------------------------
 

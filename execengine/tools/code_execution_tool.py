@@ -21,7 +21,8 @@ from execengine.discovery import ToolSpecs
 from execengine.engine.allowed import allowed_tools
 from execengine.engine.result import no_code_result, refused_result
 from execengine.errors import IsolationError
-from execengine.isolation import choose_level, detect
+from execengine.isolation import detect
+from execengine.launch.factory import choose_level
 from execengine.mcp.catalogue import mcp_tools, search_mode, summary_lines
 from execengine.registry import DefinitionContext, ToolRegistry
 

@@ -119,7 +119,8 @@ def test_pre_tool_call_refusal_is_an_execution_result(tool):
 def test_a_confined_execution_runs_without_asking():
     """The real launcher: at restricted or isolated the default policy (auto) needs nobody."""
     from execengine.errors import IsolationError
-    from execengine.isolation import choose_level, detect
+    from execengine.isolation import detect
+    from execengine.launch.factory import choose_level
 
     try:
         level = choose_level("auto", None, detect())

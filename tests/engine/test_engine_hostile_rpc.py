@@ -10,7 +10,8 @@ import pytest
 from _engine_helpers import engine_config, make_registry
 
 from execengine.engine import Engine
-from execengine.isolation import detect, make_launcher
+from execengine.isolation import detect
+from execengine.launch.factory import make_launcher
 
 HOSTILE = r'''
 import json, os, socket

@@ -12,9 +12,9 @@ import time
 import pytest
 
 from execengine.errors import SandboxError
-from execengine.isolation import IsolatedLauncher, RestrictedLauncher
 from execengine.isolation.detect import detect
 from execengine.launch.base import LaunchSpec
+from execengine.launch.sandboxed import IsolatedLauncher, RestrictedLauncher
 
 REPORT = detect()
 LEVELS = [pytest.param(cls, marks=pytest.mark.skipif(

@@ -12,7 +12,7 @@ import pytest
 
 from execengine import hostdirs
 from execengine.isolation import acl, cgroups, leftovers
-from execengine.isolation.launchers import _Grants
+from execengine.launch.sandboxed import _Grants
 
 GID = 1_870_000_123  # not the real sandbox gid: these tests never touch live grants
 

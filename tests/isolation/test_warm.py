@@ -99,8 +99,8 @@ def test_a_dead_warm_entry_is_replaced_by_a_cold_one(launcher_cls, tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0 or not detect().levels.get("restricted"),
                     reason="sandbox levels as root only")
 def test_cold_only_launcher_works_and_uses_the_spec_limits(tmp_path):
-    from execengine.isolation import RestrictedLauncher
     from execengine.launch.base import LaunchLimits
+    from execengine.launch.sandboxed import RestrictedLauncher
 
     code = ("import resource; print(resource.getrlimit(resource.RLIMIT_NPROC)[0])")
     with RestrictedLauncher(warm=0) as launcher:

@@ -48,11 +48,11 @@ def launchers():
             if level == "none":
                 made[level] = LocalLauncher()
             elif level == "restricted":
-                from execengine.isolation import RestrictedLauncher
+                from execengine.launch.sandboxed import RestrictedLauncher
 
                 made[level] = RestrictedLauncher()
             else:
-                from execengine.isolation import IsolatedLauncher
+                from execengine.launch.sandboxed import IsolatedLauncher
 
                 made[level] = IsolatedLauncher()
         return made[level]

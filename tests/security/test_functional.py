@@ -44,7 +44,7 @@ def engines():
 
     def get(level: str) -> Engine:
         if level not in made:
-            from execengine.isolation import make_launcher
+            from execengine.launch.factory import make_launcher
 
             config = Config().with_overrides({
                 "code_execution.isolation": level, "code_execution.min_isolation": level,

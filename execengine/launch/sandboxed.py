@@ -36,7 +36,7 @@ import signal
 import threading
 import time
 import uuid
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from execengine.errors import IsolationError, SandboxError
 from execengine.isolation import acl, cgroups, leftovers, mounts
@@ -47,6 +47,11 @@ from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
 from execengine.launch.local import processes_with_token
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from execengine.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -299,6 +304,10 @@ class SandboxLauncher(Launcher):
         self._pool = WarmPool(self._make_warm, self._discard_warm, self._background, warm)
         self._limits_seen = LaunchLimits()
         self._closed = False
+
+    @classmethod
+    def from_config(cls, config: Config, report: IsolationReport | None = None) -> Self:
+        return cls(report)
 
     # -- plan -------------------------------------------------------------------------
     def _landlock_paths(self, spec: LaunchSpec, tmp: str, interp: list[str]
