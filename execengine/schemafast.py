@@ -49,8 +49,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "number": (int, float), "boolean": (bool,), "null": (type(None),)}
 
 
-class _Unsupported(Exception):
-    """The schema uses something the fast check does not model."""
+def _unsupported(what: str) -> ValueError:
+    """Raised inside the compiler: the schema uses something the check does not model."""
+    return ValueError(f"not in the fast subset: {what}")
 
 
 def compile_check(schema: Any) -> Check | None:
@@ -58,7 +59,7 @@ def compile_check(schema: Any) -> Check | None:
     is outside the subset (see the module docstring)."""
     try:
         return _node(schema)
-    except (_Unsupported, re.error, RecursionError):
+    except (ValueError, re.error, RecursionError):
         return None
 
 
@@ -73,7 +74,7 @@ def _count(value: Any) -> bool:
 def _literal_set(values: Any) -> tuple[frozenset[Any], bool, bool, bool]:
     """``enum`` members: (str and int members, has null, has True, has False)."""
     if not isinstance(values, list) or not values:
-        raise _Unsupported("enum")
+        raise _unsupported("enum")
     plain: set[Any] = set()
     null = yes = no = False
     for v in values:
@@ -86,7 +87,7 @@ def _literal_set(values: Any) -> tuple[frozenset[Any], bool, bool, bool]:
         elif type(v) in (str, int):
             plain.add(v)
         else:
-            raise _Unsupported("enum member")
+            raise _unsupported("enum member")
     return frozenset(plain), null, yes, no
 
 
@@ -94,13 +95,13 @@ def _node(schema: Any) -> Check:
     if schema is True or (isinstance(schema, Mapping) and not schema):
         return _accept
     if not isinstance(schema, Mapping) or not set(schema) <= _KEYWORDS:
-        raise _Unsupported("keyword")
+        raise _unsupported("keyword")
     checks: list[Check] = []
     kind = schema.get("type")
     if kind is not None:
         names = kind if isinstance(kind, list) else [kind]
         if not names or any(not isinstance(n, str) or n not in _TYPES for n in names):
-            raise _Unsupported("type")
+            raise _unsupported("type")
         # exact types: bool (an int to Python) is neither an integer nor a number here
         types = tuple({t for n in names for t in _TYPES[n]})
         checks.append(lambda value: type(value) in types)
@@ -143,7 +144,7 @@ def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
     low, high = schema.get("minLength"), schema.get("maxLength")
     for bound in (low, high):
         if bound is not None and not _count(bound):
-            raise _Unsupported("length")
+            raise _unsupported("length")
     if low is not None or high is not None:
         lo = low or 0
         hi = high
@@ -157,7 +158,7 @@ def _string_checks(schema: Mapping[str, Any]) -> list[Check]:
     if "pattern" in schema:
         pattern = schema["pattern"]
         if not isinstance(pattern, str):
-            raise _Unsupported("pattern")
+            raise _unsupported("pattern")
         search = re.compile(pattern).search
         out.append(lambda value: type(value) is not str or search(value) is not None)
     return out
@@ -169,7 +170,7 @@ def _number_checks(schema: Mapping[str, Any]) -> list[Check]:
     if not bounds:
         return []
     if any(not _number(b) for _, b in bounds):
-        raise _Unsupported("bound")
+        raise _unsupported("bound")
     lo = schema.get("minimum")
     hi = schema.get("maximum")
     xlo = schema.get("exclusiveMinimum")
@@ -189,7 +190,7 @@ def _array_checks(schema: Mapping[str, Any]) -> list[Check]:
     low, high = schema.get("minItems"), schema.get("maxItems")
     for bound in (low, high):
         if bound is not None and not _count(bound):
-            raise _Unsupported("items bound")
+            raise _unsupported("items bound")
     if low is not None or high is not None:
         lo, hi = low or 0, high
         out.append(lambda value: type(value) is not list or (
@@ -208,11 +209,11 @@ def _object_checks(schema: Mapping[str, Any]) -> list[Check]:
     uneval = schema.get("unevaluatedProperties", True)
     if not isinstance(props, Mapping) or not isinstance(required, list) or any(
             not isinstance(r, str) for r in required):
-        raise _Unsupported("properties")
+        raise _unsupported("properties")
     if uneval is not True:
         # without other evaluating keywords here, unevaluated = not in properties
         if uneval is not False or "additionalProperties" in schema:
-            raise _Unsupported("unevaluatedProperties")
+            raise _unsupported("unevaluatedProperties")
         extra = False
     if not props and not required and extra is True:
         return []
