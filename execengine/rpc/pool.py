@@ -10,10 +10,6 @@ that finishes takes the oldest. A job that waits longer than ``max_wait`` second
 back by :meth:`WorkerPool.expired` (the caller answers it with an error). Only when
 *abandoned* jobs (calls of executions that already ended, see :class:`PoolJob`) hold every
 worker is a new job refused at once: nothing would ever free a worker for it.
-
-A caller may run a job on its own thread and still count it as one of the pool's
-(:meth:`WorkerPool.reserve`, :meth:`WorkerPool.release`): the RPC loop does so for a call it
-runs itself, so the bounds and refusals above see every running call.
 """
 
 from __future__ import annotations
@@ -48,10 +44,8 @@ class WorkerPool:
         self._jobs: queue.SimpleQueue[PoolJob | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        self._busy = 0  # jobs handed to a worker (or reserved) and not finished
-        self._reserved = 0  # of which run by their caller's thread (reserve)
-        #: thread ident (or a reservation's token) -> its job
-        self._running: dict[object, PoolJob] = {}
+        self._busy = 0  # jobs handed to a worker and not finished
+        self._running: dict[int, PoolJob] = {}  # thread ident -> its job
         self._backlog: deque[tuple[float, PoolJob]] = deque()
         self._closed = False
 
@@ -61,41 +55,19 @@ class WorkerPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError("worker pool is closed")
-            if self._busy < self.max_workers:
+            if self._busy < len(self._threads):
                 self._busy += 1
-                if self._busy - self._reserved > len(self._threads):
-                    self._grow()  # no idle worker: one more
+                self._jobs.put(job)
+                return True
+            if len(self._threads) < self.max_workers:
+                self._grow()
+                self._busy += 1
                 self._jobs.put(job)
                 return True
             if self._held_by_abandoned():
                 return False
             self._backlog.append((time.monotonic() + self.max_wait, job))
             return True
-
-    def reserve(self, job: PoolJob) -> object | None:
-        """Count ``job``, which the calling thread runs itself, as one of the pool's jobs
-        (so every bound and refusal above sees it); a token for :meth:`release`, or None
-        when no worker is free for it (then :meth:`submit` it)."""
-        with self._lock:
-            if self._closed or self._backlog or self._busy >= self.max_workers:
-                return None  # (a queued job goes first: no overtaking)
-            self._busy += 1
-            self._reserved += 1
-            token = object()
-            self._running[token] = job
-            return token
-
-    def release(self, token: object) -> None:
-        """The reserved job is over: its slot goes to the oldest queued job, if any."""
-        with self._lock:
-            del self._running[token]
-            self._reserved -= 1
-            if self._backlog and not self._closed:
-                if self._busy - self._reserved > len(self._threads):
-                    self._grow()
-                self._jobs.put(self._backlog.popleft()[1])
-                return
-            self._busy -= 1
 
     def _held_by_abandoned(self) -> bool:
         # under self._lock; every worker is busy

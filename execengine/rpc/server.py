@@ -2,11 +2,9 @@
 
 Every execution gets its own listening Unix socket at ``<private dir>/rpc.sock``
 (:class:`~execengine.rpc.channel.Channel`); the host speaks ZMTP 3.x as a ``ROUTER``
-(:mod:`.zmtp`) on every connection it accepts. The loop thread accepts and reads; a call runs
-on the thread that read it when the standby loop thread can take the loop over (see
-:meth:`RpcServer._run`), else in a :class:`~execengine.rpc.pool.WorkerPool`; whoever runs it
-writes its reply itself (:class:`~execengine.rpc.connection.Connection`). So a lone call
-crosses no thread on the host, and concurrent ones one.
+(:mod:`.zmtp`) on every connection it accepts. One loop thread accepts and reads; tool calls
+run in a :class:`~execengine.rpc.pool.WorkerPool`, and a worker writes its call's reply
+itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call.
 
 What one script cannot do to the host or to other executions:
 
@@ -72,10 +70,6 @@ EMFILE_PAUSE = 0.05
 TICK = 0.1
 #: messages held while the channel does not yet know which uid its child runs as
 MAX_PENDING = 64
-#: threads sharing the loop (leader and standby, see RpcServer._run)
-LOOP_THREADS = 2
-#: may the thread that read a call run it (False: every call goes to the pool)
-INLINE = True
 _FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HUP = select.EPOLLHUP | select.EPOLLERR
 
@@ -131,21 +125,7 @@ class RpcServer:
         #: (channel, uids) from :meth:`expect_peer`, applied by the loop
         self._commands: deque[tuple[Channel, frozenset[int]]] = deque()
         self._wake_r, self._wake_w = -1, -1
-        #: the loop threads (see "Leader and standby" below); ``_thread``: the newest
-        self._threads: list[threading.Thread] = []
         self._thread: threading.Thread | None = None
-        #: held by the thread running the loop (the leader)
-        self._role = threading.Lock()
-        #: loop threads waiting for the role (so the leader may hand it on)
-        self._standing_by = 0
-        #: threads running a call they read themselves
-        self._running_inline: set[threading.Thread] = set()
-        #: the call the leader runs itself once this loop turn is over, and its slot in
-        #: the pool's count (:meth:`WorkerPool.reserve`)
-        self._inline: tuple[_CallJob, object] | None = None
-        self._next_tick = 0.0
-        #: calls run by the thread that read them (no hand-off to a pool worker)
-        self.inline_calls = 0
         self._stopping = False
         self._closed = False
         self._max_total = 0
@@ -220,15 +200,12 @@ class RpcServer:
                 return
             self._closed = True
             self._stopping = True
-            threads = list(self._threads)
+            thread = self._thread
             listeners = list(self._listeners.values())
             self._listeners.clear()
-        if threads:
+        if thread is not None:
             self._wake()
-            deadline = time.monotonic() + 5.0
-            for thread in threads:
-                if thread not in self._running_inline:  # a hung call is not waited for
-                    thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(5.0)
         for listener in listeners:
             self._close_listener(listener)
         self._handlers.clear()
@@ -261,17 +238,13 @@ class RpcServer:
                 self._epoll = select.epoll()
                 self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
                 self._epoll.register(self._wake_r, select.EPOLLIN)
-            alive = [t for t in self._threads if t.is_alive()]
-            if len(alive) < len(self._threads):
-                self.restarts += 1
-                log.error("an RPC loop thread was gone; started a new one")
-            while len(alive) < LOOP_THREADS:
-                thread = threading.Thread(target=self._run, name="execengine-rpc",
-                                          daemon=True)
-                thread.start()
-                alive.append(thread)
-                self._thread = thread
-            self._threads = alive
+            if self._thread is None or not self._thread.is_alive():
+                if self._thread is not None:
+                    self.restarts += 1
+                    log.error("the RPC loop thread was gone; started a new one")
+                self._thread = threading.Thread(target=self._run, name="execengine-rpc",
+                                                daemon=True)
+                self._thread.start()
             return self._epoll
 
     def _wake(self) -> None:
@@ -293,30 +266,15 @@ class RpcServer:
             self._forget(conn.fd, conn)
             conn.close()
 
-    # -- the loop threads: leader and standby ------------------------------------------
-    # Two threads share the loop. The one holding ``_role`` (the leader) runs it; the other
-    # waits for the role. When a turn of the loop admitted a call and the other thread
-    # stands by, the leader hands the role on and runs that call itself: the thread that
-    # read a call answers it, and no thread hop lies between a message and its handler.
-    # Every other call goes to the worker pool as before (at most one runs inline at a
-    # time, so a hung call there leaves the standby leading, and later calls use the pool).
+    # -- the loop thread ---------------------------------------------------------------
 
     def _run(self) -> None:
-        """One loop thread: lead when it holds the role, restart the loop when it fails
-        (supervision), run the call it kept when it hands the role on."""
+        """The loop, restarted whenever it fails (supervision)."""
         failures = 0
         while not self._stopping:
-            with self._lock:
-                self._standing_by += 1
-            self._role.acquire()
-            with self._lock:
-                self._standing_by -= 1
-            job: tuple[_CallJob, object] | None = None
             try:
-                if self._stopping:
-                    return
-                job = self._loop()
-                failures = 0
+                self._loop()
+                return
             except BaseException:
                 if self._stopping:
                     return
@@ -324,34 +282,11 @@ class RpcServer:
                 failures += 1
                 log.exception("the RPC loop failed; restarting it")
                 time.sleep(min(0.5, 0.001 * 2 ** min(failures, 9)))
-            finally:
-                kept, self._inline = self._inline, None
-                self._role.release()
-                if kept is not None and job is None:  # not run here: the pool runs it
-                    self._pool.release(kept[1])
-                    self._submit(kept[0])
-            if job is not None:
-                self._run_kept(*job)
 
-    def _run_kept(self, job: _CallJob, token: object) -> None:
-        me = threading.current_thread()
-        self._running_inline.add(me)
-        try:
-            self.inline_calls += 1
-            job()
-        except Exception:  # a job reports its own errors; this is a last resort
-            log.exception("tool call job failed")
-        finally:
-            self._running_inline.discard(me)
-            self._pool.release(token)
-
-    def _loop(self) -> tuple[_CallJob, object] | None:
-        """Turns of the loop until it stops (None) or a turn kept a call for this thread
-        to run (returned; the role goes to the standby)."""
+    def _loop(self) -> None:
         epoll = self._epoll
         assert epoll is not None
-        if not self._next_tick:
-            self._next_tick = time.monotonic() + TICK
+        next_tick = time.monotonic() + TICK
         while not self._stopping:
             events = epoll.poll(0 if self._unfinished else TICK)
             for conn in list(self._unfinished):
@@ -371,12 +306,9 @@ class RpcServer:
             while self._commands:
                 self._expect(*self._commands.popleft())
             now = time.monotonic()
-            if now >= self._next_tick:
-                self._next_tick = now + TICK
+            if now >= next_tick:
+                next_tick = now + TICK
                 self._housekeeping(now)
-            if self._inline is not None:
-                return self._inline
-        return None
 
     def _housekeeping(self, now: float) -> None:
         for job in self._pool.expired(now):
@@ -582,12 +514,7 @@ class RpcServer:
             return
         job = _CallJob(self, conn, call, generation)
         if channel.enqueue(job):
-            token = (self._pool.reserve(job) if INLINE and self._inline is None
-                     and self._standing_by else None)
-            if token is not None:
-                self._inline = (job, token)  # run by this thread once the turn is over
-            else:
-                self._submit(job)
+            self._submit(job)
 
     def _submit(self, job: _CallJob | None) -> None:
         """Hand ``job`` (holding one of its execution's slots) to the pool. A job the pool
