@@ -46,7 +46,7 @@ from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
-from execengine.launch.local import processes_with_token
+from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -147,6 +147,8 @@ class SandboxChild(Child):
         self._dead = False
         self._empty = False
         self._lock = threading.Lock()
+        self._processes = ProcessSet(pid, root_reaped=lambda: self.returncode is not None,
+                                     var=RUN_TOKEN_VAR, token=run_token)
 
     @property
     def uid(self) -> int | None:
@@ -200,15 +202,12 @@ class SandboxChild(Child):
         if self._slot is not None and (self._group is None or sig != signal.SIGKILL):
             self._launcher.spawner.kill_uid(self._slot.uid, sig)
         elif self._group is None:
-            # non-root host without cgroups: the group, then whatever still carries the
-            # run token (descendants that left the session; best effort)
-            if self.returncode is None:
-                with contextlib.suppress(OSError):
-                    os.killpg(self.pid, sig)
-
-            for proc in processes_with_token(self.run_token):
-                with contextlib.suppress(Exception):
-                    proc.send_signal(sig)
+            # non-root host without cgroups: the group, the descendants and whatever still
+            # carries the run token (descendants that left the session; best effort)
+            if sig == signal.SIGKILL:
+                self._processes.kill()
+            else:
+                self._processes.signal(sig)
 
     def terminate(self) -> None:
         # at isolated the holder ignores SIGTERM; its init forwards it to the namespace

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execengine.fileops.ops import FileSettings, ToolResult
+from execengine.proctree import ProcessSet
 from execengine.remote.launcher import _INSTALL, REMOTE_PATH
 from execengine.remote.ssh import RemoteError, quote
 
@@ -191,8 +192,7 @@ class RemoteFiles:
         try:
             proc.wait(5)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, 9)
+            ProcessSet.of_popen(proc).kill()  # ssh and its group
             proc.wait()
         for f in (proc.stdout, proc.stderr):
             if f is not None:

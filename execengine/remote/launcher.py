@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING
 
 from execengine._resources import sandbox_dir
 from execengine.launch.base import Child, Launcher, LaunchSpec
+from execengine.proctree import ProcessSet
 from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
 
 if TYPE_CHECKING:
@@ -245,8 +246,7 @@ class SshChild(Child):
             with contextlib.suppress(OSError, ValueError):
                 stdin.close()
         if self.wait(KILL_WAIT) is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self._proc.pid, 9)
+            ProcessSet.of_popen(self._proc).kill()  # ssh and its group
             self._proc.wait()
 
     def close(self) -> None:
