@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import socket
 import tempfile
 import threading
@@ -25,9 +24,7 @@ from typing import Any
 
 from execengine.childenv import build_child_env
 from execengine.config import MODES, Config, Mode
-from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
-from execengine.confine.proxy import AllowListProxy
 from execengine.context import CallContext
 from execengine.engine.allowed import (
     allowed_tools,
@@ -36,6 +33,7 @@ from execengine.engine.allowed import (
     tool_groups,
 )
 from execengine.engine.capture import OutputCapture
+from execengine.engine.confinement import execution_policy
 from execengine.engine.interpreter import choose
 from execengine.engine.result import (
     INTERRUPTED,
@@ -66,7 +64,7 @@ from execengine.launch.factory import make_launcher
 from execengine.registry import ToolRegistry
 from execengine.remote.host import REMOTE, RemoteHost
 from execengine.rpc import RpcServer
-from execengine.rpc.channel import SOCKET_DIR_PREFIX, make_socket_dir, socket_roots
+from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
 from execengine.rpc.memory import MemoryServer
 from execengine.workdirs import WORKDIRS, TaskDirs
 
@@ -240,19 +238,8 @@ class Engine:
             stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
             workdir = self._workdir(mode, cwd, task_id, staging.path)
             # one policy for the script and every tool call it makes (see execengine.confine)
-            policy = ExecutionPolicy.for_execution(
-                self.config, cwd=workdir, level=self.launcher.level,
-                extra_writable=(staging.path,))
-            if policy.network == "allowlist":
-                # the host-side proxy enforcing the allow-list for this execution, on the
-                # loopback and on a Unix socket in a private folder (bridged into an
-                # isolated sandbox's own network namespace)
-                proxy_dir = make_socket_dir()
-                stack.callback(shutil.rmtree, proxy_dir, True)
-                proxy = stack.enter_context(AllowListProxy(
-                    DomainPolicy.of(policy.allowed_domains, policy.denied_domains),
-                    unix_path=os.path.join(proxy_dir, "proxy.sock")))
-                policy = replace(policy, proxy_port=proxy.port, proxy_socket=proxy.unix_path)
+            policy = execution_policy(self.config, cwd=workdir, level=self.launcher.level,
+                                      extra_writable=(staging.path,), stack=stack)
             # the script's tool calls: its cwd, its policy, and (in a sandbox) the launcher
             # its terminal commands run through
             # (confined, relative paths start where the script runs; unconfined, as before:

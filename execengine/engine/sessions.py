@@ -28,7 +28,6 @@ import dataclasses
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -38,12 +37,11 @@ from typing import TYPE_CHECKING
 
 from execengine._runtime import RUNTIME_PACKAGE
 from execengine.childenv import build_child_env
-from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
-from execengine.confine.proxy import AllowListProxy
 from execengine.context import CallContext
 from execengine.engine.allowed import function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
+from execengine.engine.confinement import execution_policy
 from execengine.engine.interpreter import choose
 from execengine.engine.kernel import EXIT_WAIT, CellOutcome, KernelProcess
 from execengine.engine.result import (
@@ -59,7 +57,7 @@ from execengine.engine.staging import Staging
 from execengine.engine.stub import render_stub
 from execengine.errors import SandboxError
 from execengine.launch.base import LaunchSpec
-from execengine.rpc.channel import Channel, make_socket_dir
+from execengine.rpc.channel import Channel
 
 if TYPE_CHECKING:
     from execengine.engine.core import Engine
@@ -468,17 +466,8 @@ class SessionManager:
             channel.close_cell()  # no authority until a cell opens it
             workdir = key.cwd or staging.path
             # one policy for the kernel's life (see execengine.confine), as Engine.execute
-            policy = ExecutionPolicy.for_execution(
-                engine.config, cwd=workdir, level=engine.launcher.level,
-                extra_writable=(staging.path,))
-            if policy.network == "allowlist":
-                proxy_dir = make_socket_dir()
-                stack.callback(shutil.rmtree, proxy_dir, True)
-                proxy = stack.enter_context(AllowListProxy(
-                    DomainPolicy.of(policy.allowed_domains, policy.denied_domains),
-                    unix_path=os.path.join(proxy_dir, "proxy.sock")))
-                policy = dataclasses.replace(policy, proxy_port=proxy.port,
-                                             proxy_socket=proxy.unix_path)
+            policy = execution_policy(engine.config, cwd=workdir, level=engine.launcher.level,
+                                      extra_writable=(staging.path,), stack=stack)
             runtime = engine.runtime.path
             cmd_r, cmd_w = os.pipe()
             reply_r, reply_w = os.pipe()

@@ -218,3 +218,10 @@ def test_cli_runs_a_user_yaml_workflow(tmp_path, capsys) -> None:
     assert out["prefix"] == "realistic" and out["baseline"] == "batched"
     assert set(row["ways"]) == {"serial", "batched", "programmatic"}
     assert out["prices"]["as_of"] and out["prices"]["cache"] == "warm"
+
+
+@pytest.mark.parametrize("name", ["replicas-per-team-shell", "ports-by-region-shell"])
+def test_shell_workflows_script_and_plan_agree(runner: Runner, name: str) -> None:
+    res = runner.run(by_name()[name])
+    assert res.agree, res.detail
+    assert res.programmatic.answer == res.expected

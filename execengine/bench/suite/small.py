@@ -129,6 +129,19 @@ print(json.dumps(re.search(r"License: (\\S+)", page).group(1)))
                     truth=lambda fx: fx.truth.projects[0].license, answer_format='"<license>"')
 
 
+def _pairs_script(command: str) -> str:
+    """The start of a script that runs ``command`` (a grep of ``key: value`` lines) and
+    collects ``found[path][key] = value``."""
+    return f"""import json, re
+from hermes_tools import terminal
+found = {{}}
+for line in terminal({command!r})["output"].splitlines():
+    path, _, hit = line.partition(":")
+    key, value = re.match(r'"?(\\w+)"?\\s*[:=]\\s*"?([\\w-]+)', hit).groups()
+    found.setdefault(path, {{}})[key] = value
+"""
+
+
 def replicas_per_team_shell() -> Workflow:
     command = PAIRS.format(keys="owner|replicas")
 
@@ -140,14 +153,7 @@ def replicas_per_team_shell() -> Workflow:
         return dict(sorted(out.items()))
 
     def script(fx: Fixtures) -> str:
-        return f"""import json, re
-from hermes_tools import terminal
-found = {{}}
-for line in terminal({command!r})["output"].splitlines():
-    path, _, hit = line.partition(":")
-    key, value = re.match(r'"?(\\w+)"?\\s*[:=]\\s*"?([\\w-]+)', hit).groups()
-    found.setdefault(path, {{}})[key] = value
-out = {{}}
+        return _pairs_script(command) + """out = {}
 for kv in found.values():
     out[kv["owner"]] = out.get(kv["owner"], 0) + int(kv["replicas"])
 print(json.dumps(out))
@@ -176,17 +182,10 @@ def ports_by_region_shell() -> Workflow:
         return {r: sorted(p) for r, p in sorted(out.items())}
 
     def script(fx: Fixtures) -> str:
-        return f"""import json, re
-from hermes_tools import terminal
-found = {{}}
-for line in terminal({command!r})["output"].splitlines():
-    path, _, hit = line.partition(":")
-    key, value = re.match(r'"?(\\w+)"?\\s*[:=]\\s*"?([\\w-]+)', hit).groups()
-    found.setdefault(path, {{}})[key] = value
-out = {{}}
+        return _pairs_script(command) + """out = {}
 for kv in found.values():
     out.setdefault(kv["region"], []).append(int(kv["port"]))
-print(json.dumps({{r: sorted(v) for r, v in out.items()}}))
+print(json.dumps({r: sorted(v) for r, v in out.items()}))
 """
 
     def truth(fx: Fixtures) -> dict[str, list[int]]:
