@@ -54,8 +54,8 @@ CHASE_MAX = 8192
 #: how often a grace period looks whether the set is empty
 GRACE_TICK = 0.01
 
-#: which step ended a set: it was empty already, SIGTERM emptied it within the grace,
-#: or it needed the kill
+#: which step of the shutdown ladder ended a run: it exited by itself, it ended within the
+#: grace after SIGTERM, or it needed the kill
 EndedBy = Literal["exit", "sigterm", "kill"]
 
 

@@ -43,6 +43,7 @@ from execengine.engine.result import (
     hint_for,
     no_code_result,
     no_hello_message,
+    oom_message,
     timeout_message,
     with_stderr,
 )
@@ -313,6 +314,9 @@ class Engine:
             text = (text.rstrip("\n") + "\n" if text.strip() else "") + INTERRUPTED
         elif outcome.reason == "no_hello":
             status, error = "error", no_hello_message(ce.hello_timeout)
+        elif outcome.oom_kills and code_ != 0:
+            status, error = "error", oom_message(ce.memory_mb)
+            text = with_stderr(text, err.text)
         elif code_ != 0:
             status = "error"
             error = err.text.strip() or exit_message(code_ if code_ is not None else -1)
@@ -325,9 +329,13 @@ class Engine:
             stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
             stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path,
             full_output_complete=out.spill_path is None or out.spill_complete,
-            full_output_bytes=out.spill_bytes,
+            full_output_bytes=out.spill_bytes, ended_by=outcome.ended_by,
+            oom_kills=outcome.oom_kills,
         )
         hint = hint_for(result, names)
+        if outcome.oom_kills and status != "error":
+            # the script went on (a subprocess was the victim) or timed out: say so anyway
+            hint = oom_message(ce.memory_mb, "A process of the script")
         if hint:
             result = replace(result, hint=hint)
         return result

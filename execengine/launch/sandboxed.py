@@ -235,6 +235,12 @@ class SandboxChild(Child):
         # or every process of the slot uid was killed (restricted, no cgroup)
         self._dead = bool(empty) or (empty is None and self._slot is not None)
 
+    def oom_kills(self) -> int:
+        # the cgroup outlives close() only on the background thread: read it before
+        if self._closed or self._group is None:
+            return 0
+        return self._group.oom_kills()
+
     @property
     def cgroup_dirs(self) -> tuple[str, ...]:
         return tuple(self._group.dirs) if self._group is not None else ()
