@@ -237,7 +237,7 @@ class Engine:
         with contextlib.ExitStack() as stack:
             staging = stack.enter_context(Staging(code))
             stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
-            workdir = self._workdir(mode, cwd, task_id, staging.path)
+            workdir = self.workdir_for(mode, cwd, task_id, staging.path)
             # one policy for the script and every tool call it makes (see execengine.confine)
             policy = execution_policy(self.config, cwd=workdir, level=self.launcher.level,
                                       extra_writable=(staging.path,), stack=stack)
@@ -266,7 +266,7 @@ class Engine:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": self._pythonpath(mode, stub_dir, runtime, workdir),
+                        "PYTHONPATH": self.pythonpath(mode, stub_dir, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -287,7 +287,7 @@ class Engine:
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
                     protected_paths=policy.protected,
-                    limits=self._limits(limit, policy),
+                    limits=self.launch_limits(limit, policy),
                 )
                 child = self.launcher.launch(spec)
             finally:
@@ -341,7 +341,7 @@ class Engine:
         return result
 
     @staticmethod
-    def _pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
+    def pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
         """The stub's directory and the runtime first; in project mode the project directory
         and the host's PYTHONPATH follow, so scripts import the project's packages as its
         code does."""
@@ -369,7 +369,8 @@ class Engine:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _workdir(self, mode: str, cwd: str | None, task_id: str | None, staging: str) -> str:
+    def workdir_for(self, mode: str, cwd: str | None, task_id: str | None, staging: str) -> str:
+        """Where a script of ``mode`` runs (sessions' kernels run there too)."""
         if mode == "strict":
             return staging
         if cwd:
@@ -379,7 +380,8 @@ class Engine:
         except Exception:  # a closed registry: fall back to the process's cwd
             return os.getcwd()
 
-    def _limits(self, timeout: float, policy: ExecutionPolicy | None = None) -> LaunchLimits:
+    def launch_limits(self, timeout: float, policy: ExecutionPolicy | None = None) -> LaunchLimits:
+        """The configured limits of a child (one-shot or a session's kernel)."""
         ce = self.config.code_execution
         cpu = ce.cpu_seconds if ce.cpu_seconds is not None else int(timeout) + 1
         network = policy.network == "on" if policy is not None else ce.network

@@ -228,7 +228,7 @@ class SessionManager:
         call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
         interpreter = choose(mode, configured=ce.python)
         key = KernelKey(mode, interpreter,
-                        "" if mode == "strict" else engine._workdir(mode, cwd, task_id, ""),
+                        "" if mode == "strict" else engine.workdir_for(mode, cwd, task_id, ""),
                         tuple(names))
         session = self._claim(name)
         try:
@@ -476,7 +476,7 @@ class SessionManager:
                 env = build_child_env(
                     os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": engine._pythonpath(key.mode, stub_dir, runtime,
+                        "PYTHONPATH": engine.pythonpath(key.mode, stub_dir, runtime,
                                                          workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
@@ -488,7 +488,7 @@ class SessionManager:
                         "HERMES_RPC_TOKEN": token,
                         **policy.proxy_env(),
                     })
-                limits = dataclasses.replace(engine._limits(ce.timeout, policy),
+                limits = dataclasses.replace(engine.launch_limits(ce.timeout, policy),
                                              cpu_seconds=ce.cpu_seconds)
                 spec = LaunchSpec(
                     argv=[key.interpreter, "-c", KERNEL_ENTRY],

@@ -257,22 +257,11 @@ class SandboxChild(Child):
                 if self._status_fd is not None:
                     os.close(self._status_fd)
                     self._status_fd = None
-            if self._slot is not None:
-                if self._dead:
-                    self._slot.release()
-                else:  # something of it may still run as that uid: never reuse the slot
-                    log.warning("uid %d quarantined: its processes were not confirmed dead",
-                                self._slot.uid)
-                    self._launcher._quarantined.append(self._slot)
-            # the grants go now (the execution's paths must not stay open to the sandbox
-            # group); removing the empty cgroup and the private tmp can wait
-            self._launcher._grants.release(self._grants)
-            group, tmp = self._group, self._tmpdir
             # after the init's report only the namespace's holder and init are left in the
             # cgroup, exiting by themselves: give them a moment before a cgroup.kill
-            grace = TEARDOWN_GRACE if self._empty else 0.0
-            self._launcher._background.submit(
-                lambda: self._launcher._teardown(group, tmp, grace))
+            self._launcher.retire(self._slot, confirmed_dead=self._dead, grants=self._grants,
+                                  group=self._group, tmp=self._tmpdir,
+                                  grace=TEARDOWN_GRACE if self._empty else 0.0)
 
 
 class SandboxLauncher(Launcher):
@@ -466,6 +455,23 @@ class SandboxLauncher(Launcher):
             group.close()  # kills what is in it, then removes it
         if slot is not None:
             slot.release()
+
+    def retire(self, slot: UidSlot | None, *, confirmed_dead: bool, grants: list[str],
+               group: cgroups.ExecCgroup | None, tmp: str | None, grace: float) -> None:
+        """Take back what a closed child held. The uid slot returns to the pool only when
+        every process of the execution was confirmed dead (else it is quarantined: never
+        handed out again); the grants are revoked now (the execution's paths must not stay
+        open to the sandbox group); the cgroup (after ``grace``) and the private tmp are
+        removed on the background thread, before :meth:`close` returns."""
+        if slot is not None:
+            if confirmed_dead:
+                slot.release()
+            else:  # something of it may still run as that uid: never reuse the slot
+                log.warning("uid %d quarantined: its processes were not confirmed dead",
+                            slot.uid)
+                self._quarantined.append(slot)
+        self._grants.release(grants)
+        self._background.submit(lambda: self._teardown(group, tmp, grace))
 
     def _teardown(self, group: cgroups.ExecCgroup | None, tmp: str | None,
                   grace: float = 0.0) -> None:

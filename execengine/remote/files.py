@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from execengine.fileops.ops import FileSettings, ToolResult
 from execengine.proctree import ProcessSet
-from execengine.remote.launcher import _INSTALL, REMOTE_PATH
+from execengine.remote.launcher import INSTALL_SCRIPT, REMOTE_PATH
 from execengine.remote.ssh import RemoteError, quote
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class RemoteFiles:
             base = os.path.dirname(self.host.runtime())
             bundle = f"{base}/files-{digest}"
             self.host.connection.check(
-                quote([self.host.launcher.python, "-I", "-c", _INSTALL, bundle]),
+                quote([self.host.launcher.python, "-I", "-c", INSTALL_SCRIPT, bundle]),
                 input=archive, timeout=120)
             self._bundle = bundle
         return self._bundle

@@ -68,7 +68,7 @@ def runtime_archive() -> tuple[str, bytes]:
     return digest.hexdigest()[:16], buf.getvalue()
 
 
-_INSTALL = """
+INSTALL_SCRIPT = """
 import io, os, sys, tarfile
 dest = sys.argv[1]
 if os.path.isfile(os.path.join(dest, ".complete")):
@@ -134,7 +134,7 @@ class SshLauncher(Launcher):
             base = self._remote_base()
             runtime = f"{base}/runtime-{digest}"
             self.connection.check(
-                quote([self.python, "-I", "-c", _INSTALL, runtime]), input=archive,
+                quote([self.python, "-I", "-c", INSTALL_SCRIPT, runtime]), input=archive,
                 timeout=120)
             self._runtime = runtime
             return runtime
