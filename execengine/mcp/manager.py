@@ -119,7 +119,7 @@ class McpManager:
     # -- registration -----------------------------------------------------------------------
 
     def _tools_changed(self, conn: ServerConnection, tools: list[Any]) -> None:
-        """Called on the loop thread when a server's live tool list differs."""
+        """Called on the reactor thread when a server's live tool list differs."""
         self._register(conn, tools)
         self._write_cache(conn.name, conn.config, tools)
 
