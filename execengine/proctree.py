@@ -113,12 +113,13 @@ def _allocated(since: int, until: int) -> range | list[int]:
     return [*range(since + 1, since + 1 + CHASE_MAX), *range(1, until + 1)]
 
 
-def scan() -> Iterator[Proc]:
-    """Every process of the system (but this one): a pass over ``/proc``, then a chase of
-    the pids allocated meanwhile. A process that forks and exits faster than a listing of
-    ``/proc`` takes (a chain of ``fork(); exit()``) is never in a listing; the chase
-    probes each newly allocated pid directly, a few microseconds each, and repeats while
-    new pids keep appearing (bounded), so the chain's current link is found alive."""
+def pids() -> Iterator[int]:
+    """Every pid of the system (but ours): a listing of ``/proc``, then a chase of the pids
+    allocated meanwhile. A process that forks and exits faster than a listing of ``/proc``
+    takes (a chain of ``fork(); exit()``) is never in a listing; the chase yields each
+    newly allocated pid for the caller to probe at once, a few microseconds each, and
+    repeats while new pids keep appearing (bounded), so the chain's current link is found
+    alive. Pids that are gone by the time the caller looks are simply not there."""
     me = os.getpid()
     mark = _last_pid()
     seen = {me}
@@ -129,9 +130,7 @@ def scan() -> Iterator[Proc]:
     for name in names:
         if name.isdigit() and int(name) not in seen:
             seen.add(int(name))
-            proc = _stat(int(name))
-            if proc is not None:
-                yield proc
+            yield int(name)
     for _ in range(CHASE_ROUNDS):
         now = _last_pid()
         if now == mark or not mark:
@@ -140,9 +139,15 @@ def scan() -> Iterator[Proc]:
         mark = now
         for pid in fresh:
             seen.add(pid)
-            proc = _stat(pid)
-            if proc is not None:
-                yield proc
+            yield pid
+
+
+def scan() -> Iterator[Proc]:
+    """Every process of the system (but this one), as :func:`pids` finds them."""
+    for pid in pids():
+        proc = _stat(pid)
+        if proc is not None:
+            yield proc
 
 
 def _carries(pid: int, needle: bytes) -> bool:
@@ -156,7 +161,17 @@ def _carries(pid: int, needle: bytes) -> bool:
 def carriers(var: str, token: str) -> list[int]:
     """Live (not zombie) processes whose initial environment holds ``var=token``."""
     needle = f"\0{var}={token}\0".encode()
-    return [p.pid for p in scan() if p.state != "Z" and _carries(p.pid, needle)]
+    return [pid for pid in pids() if _carries(pid, needle) and alive(pid)]
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def alive(pid: int, start: int | None = None) -> bool:
@@ -197,7 +212,8 @@ class ProcessSet:
         self.root = root
         self._root_reaped = root_reaped
         # nothing started before the root can be of it: those are skipped, which spares
-        # reading the environment of most processes of the system
+        # reading the environment of most processes of the system (so build the set while
+        # the root is unreaped: later its pid may name a stranger)
         me = _stat(root)
         self._since = me.start if me is not None else 0
         self._needle = f"\0{var}={token}\0".encode() if var and token else None
@@ -212,20 +228,33 @@ class ProcessSet:
     def scan(self, visit: Callable[[Proc], object] | None = None) -> list[Proc]:
         """Every live member right now (the root included while it runs). ``visit`` is
         called on each as soon as it is known to be one: a token carrier at once, while
-        the scan goes on (a process that forks and exits is caught before it can)."""
+        the scan goes on (a process that forks and exits is caught before it can).
+
+        Once the root is reaped and its group is empty (the usual case when a script
+        ended by itself) only the token matters: the scan then reads each process's
+        environment and nothing else, the cheapest pass over ``/proc`` there is."""
+        full = not self._root_reaped() or _group_exists(self.root)
         every: list[Proc] = []
         found: dict[int, Proc] = {}
-        for p in scan():
-            if p.start < self._since:
-                if p.pid == self.root:  # a stranger holds the root's pid
-                    every.append(p)
-                continue
-            every.append(p)
-            if (p.state != "Z" and self._needle is not None
-                    and _carries(p.pid, self._needle)):
-                found[p.pid] = p
+        for pid in pids():
+            p: Proc | None = None
+            if full:
+                p = _stat(pid)
+                if p is None or p.start < self._since:
+                    continue
+                every.append(p)
+                if p.state == "Z":
+                    continue
+            if self._needle is not None and _carries(pid, self._needle):
+                if p is None:
+                    p = _stat(pid)
+                    if p is None or p.state == "Z" or p.start < self._since:
+                        continue
+                found[pid] = p
                 if visit is not None:
                     visit(p)
+        if not full:
+            return list(found.values())
         procs = [p for p in every if p.state != "Z"]
         reaped = self._root_reaped()  # after the scan: unreaped throughout it if False
         others: dict[int, Proc] = {}
@@ -310,11 +339,9 @@ class ProcessSet:
                         self.root, len(left))
         return not left
 
-    def terminate(self, grace: float, *, tick: Callable[[float], object] | None = None
-                  ) -> EndedBy:
+    def terminate(self, grace: float) -> EndedBy:
         """SIGTERM everything, wait up to ``grace`` seconds for the set to empty, then
-        :meth:`kill` what is left. ``tick(seconds)`` is called while waiting (to reap the
-        root, or to read its output); by default the wait sleeps."""
+        :meth:`kill` what is left; which step ended it."""
         if not self.signal(signal.SIGTERM):
             self.kill()  # nothing was found; the kill's sweep confirms it
             return "exit"
@@ -324,6 +351,6 @@ class ProcessSet:
             if left <= 0:
                 self.kill()
                 return "kill"
-            (tick or time.sleep)(min(GRACE_TICK, left))
+            time.sleep(min(GRACE_TICK, left))
         self.kill()  # whatever started since the last scan
         return "sigterm"

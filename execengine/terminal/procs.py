@@ -41,15 +41,13 @@ class Spawned:
     pwd_fd: int
     token: str
     pty: bool
+    #: the shell, its group, and everything carrying its token
+    processes: ProcessSet
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
-    @property
-    def processes(self) -> ProcessSet:
-        """The shell, its group, and everything carrying its token."""
-        return ProcessSet.of_popen(self.popen, TERM_TOKEN_VAR, self.token)
 
     def close_fds(self) -> None:
         for name in ("out_fd", "pwd_fd"):
@@ -109,7 +107,8 @@ def spawn(
         for fd in closers:
             os.close(fd)
     os.set_blocking(out_fd, False)
-    return Spawned(popen, out_fd, pwd_r, token, pty)
+    return Spawned(popen, out_fd, pwd_r, token, pty,
+                   ProcessSet.of_popen(popen, TERM_TOKEN_VAR, token))
 
 
 def read_pwd(sp: Spawned) -> str | None:
