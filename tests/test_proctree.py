@@ -104,7 +104,8 @@ def test_the_group_still_counts_after_the_root_is_reaped():
         assert pset.kill() is True
         assert not proctree.alive(stray)
     finally:
-        p.stdout.close() if p.stdout else None
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 @pytest.mark.parametrize(("script", "ended_by"), [

@@ -79,7 +79,7 @@ class ExecutionResult:
     notice: str | None = None
     #: which step of the shutdown ladder ended the script: "exit" (by itself),
     #: "sigterm" (within the grace after the timeout's or interrupt's SIGTERM), "kill"
-    #: (the kill-all); None where nothing ran
+    #: (the kill-all); None where nothing ran, and for session cells (a kernel outlives them)
     ended_by: EndedBy | None = None
     #: processes of the script the kernel's OOM killer ended (counted through the
     #: execution's cgroup at ``restricted``/``isolated``; always 0 at ``none``)
