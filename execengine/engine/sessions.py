@@ -50,6 +50,7 @@ from execengine.engine.result import (
     exit_message,
     hint_for,
     no_code_result,
+    oom_message,
     timeout_message,
 )
 from execengine.engine.spill import spill_dir
@@ -284,7 +285,8 @@ class SessionManager:
                     self._drop_kernel(session)
                 return _result(outcome, stdout, stderr, calls=calls, limit=limit,
                                names=names, notice=notice,
-                               duration=time.monotonic() - started)
+                               duration=time.monotonic() - started,
+                               memory_mb=ce.memory_mb)
             finally:
                 session.last_used = time.monotonic()
                 session.lock.release()
@@ -526,7 +528,7 @@ class SessionManager:
 
 def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, *,
             calls: int, limit: float, names: list[str], notice: str | None,
-            duration: float) -> ExecutionResult:
+            duration: float, memory_mb: int | None = None) -> ExecutionResult:
     out, err = stdout.result(), stderr.result()
     text, error, status = out.text, None, "success"
     exit_code: int | None = outcome.exit_code
@@ -543,6 +545,9 @@ def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, 
         exit_code = None
     elif outcome.reason == "died":
         status, error = "error", died_message(outcome.exit_code)
+        if outcome.oom_kills:
+            error = (oom_message(memory_mb, "The session's kernel") + " Its state was lost "
+                     "and the next call starts a fresh session.")
     elif outcome.status != "ok":
         status = "error"
         error = err.text.strip() or exit_message(exit_code if exit_code is not None else 1)
@@ -553,6 +558,7 @@ def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, 
         stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
         stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
         stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path, notice=notice,
+        oom_kills=outcome.oom_kills,
     )
     hint = hint_for(result, names)
     return dataclasses.replace(result, hint=hint) if hint else result

@@ -118,3 +118,18 @@ def test_level_none_has_no_cgroup_and_reports_no_oom(make_engine):
     r = make_engine(memory_mb=LIMIT_MB).execute(HOG.format(mb=2 * LIMIT_MB))
     assert r.status == "success" and r.oom_kills == 0, r
     assert "survived" in r.output
+
+
+@pytest.mark.parametrize("level", _levels())
+def test_a_session_kernel_killed_for_memory_says_so(level):
+    from _session_helpers import session_engine
+
+    with session_engine(level, memory_mb=LIMIT_MB) as engine:
+        assert engine.execute("x = 1", session="s").ok
+        r = engine.execute(HOG.format(mb=4 * LIMIT_MB), session="s")
+        assert r.status == "error" and r.oom_kills >= 1, r
+        assert r.error.startswith("The session's kernel was killed: out of memory (limit "
+                                  "64 MiB, code_execution.memory_mb).")
+        # the next call starts a fresh kernel, whose count starts at zero
+        fresh = engine.execute("print('x' in globals())", session="s")
+        assert fresh.output == "False\n" and fresh.oom_kills == 0
