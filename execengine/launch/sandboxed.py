@@ -147,8 +147,10 @@ class SandboxChild(Child):
         self._dead = False
         self._empty = False
         self._lock = threading.Lock()
-        self._processes = ProcessSet(pid, root_reaped=lambda: self.returncode is not None,
-                                     var=RUN_TOKEN_VAR, token=run_token)
+        # only a non-root host without cgroups kills by process tree and run token
+        self._processes = (ProcessSet(pid, root_reaped=lambda: self.returncode is not None,
+                                      var=RUN_TOKEN_VAR, token=run_token)
+                           if slot is None and group is None else None)
 
     @property
     def uid(self) -> int | None:
@@ -201,7 +203,7 @@ class SandboxChild(Child):
             return
         if self._slot is not None and (self._group is None or sig != signal.SIGKILL):
             self._launcher.spawner.kill_uid(self._slot.uid, sig)
-        elif self._group is None:
+        elif self._processes is not None:
             # non-root host without cgroups: the group, the descendants and whatever still
             # carries the run token (descendants that left the session; best effort)
             if sig == signal.SIGKILL:
