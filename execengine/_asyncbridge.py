@@ -1,11 +1,18 @@
-"""Running async tool handlers from synchronous code.
+"""The one background reactor: an event loop in a daemon thread, for async work of sync code.
 
-All coroutines run on one long-lived event loop in a daemon thread, so clients that async
-tools cache (HTTP sessions bound to a loop) stay valid across calls. Synchronous callers,
-from any thread, submit and wait; async callers await without blocking their own loop.
-A sync call made from inside a running loop also goes to the bridge loop (loops never nest);
-it blocks its caller, as any sync call does, which is why hosts with a loop should use the
-async entry point.
+Async tool handlers (:mod:`execengine.dispatch`), the approval gate and the MCP client
+(:mod:`execengine.mcp.manager`: its server connections live on this loop) all run here, so
+clients bound to a loop (HTTP sessions, MCP sessions) stay valid across calls and the
+process has one such thread, not one per user. Synchronous callers, from any thread,
+submit and wait; async callers await without blocking their own loop. A sync call made
+from inside a running loop also goes to the bridge loop (loops never nest); it blocks its
+caller, as any sync call does, which is why hosts with a loop should use the async entry
+point. A blocking wait *on the reactor's own thread* would wait forever; :meth:`AsyncBridge.run`
+refuses it with a clear error instead.
+
+Lifetime: the process-wide reactor (:func:`bridge`) starts with the first coroutine and
+stops at interpreter exit. Its users release what they put on it (a manager closes its
+connections) and never stop the loop itself: other users share it.
 """
 
 from __future__ import annotations
@@ -44,15 +51,27 @@ class AsyncBridge:
             return self._loop
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule ``coro`` on the reactor; a future to wait on (from another thread)."""
         return asyncio.run_coroutine_threadsafe(coro, self._ensure())
 
+    def on_reactor(self) -> bool:
+        """Whether the caller runs on the reactor's thread (where it must not block)."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the reactor and wait for its value (not from the reactor)."""
+        if self.on_reactor():
+            coro.close()
+            raise RuntimeError("a blocking call into the background reactor from its own "
+                               "thread would wait forever (an async tool made a synchronous "
+                               "call that needs the reactor: await the async form instead)")
         return self.submit(coro).result(timeout)
 
     async def run_async(self, coro: Coroutine[Any, Any, T]) -> T:
         return await asyncio.wrap_future(self.submit(coro))
 
     def close(self) -> None:
+        """Stop the loop and its thread (the process-wide one: at exit only)."""
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None

@@ -60,11 +60,13 @@ class _Prepared:
         self.entry, self.handler, self.args, self.ctx = entry, handler, args, ctx
 
 
-def _prepare(registry: ToolRegistry, name: str, args: Any, call: CallContext) -> _Prepared | str:
-    try:
-        entry = registry.get(name)
-    except UnknownToolError as exc:
-        return error_result(str(exc))
+def _prepare(registry: ToolRegistry, name: str, args: Any, call: CallContext,
+             entry: ToolEntry | None = None) -> _Prepared | str:
+    if entry is None:
+        try:
+            entry = registry.get(name)
+        except UnknownToolError as exc:
+            return error_result(str(exc))
     if args is None or args == "":
         args = {}
     if isinstance(args, str):
@@ -118,13 +120,20 @@ def _failure(exc: BaseException) -> str:
     return error_result(f"Tool execution failed: {type(exc).__name__}: {exc}")
 
 
-def dispatch(registry: ToolRegistry, name: str, args: Any, call: CallContext | None = None) -> str:
-    prep = _prepare(registry, name, args, call or CallContext())
+#: what handlers return most: surely not awaitable (spares the ABC check per call)
+_PLAIN = frozenset({str, dict, list, bytes, int, float, bool, type(None), tuple})
+
+
+def dispatch(registry: ToolRegistry, name: str, args: Any, call: CallContext | None = None,
+             *, entry: ToolEntry | None = None) -> str:
+    """Run one call (see :meth:`ToolRegistry.dispatch`); ``entry``: the tool's registration,
+    when the caller has just looked it up."""
+    prep = _prepare(registry, name, args, call or CallContext(), entry)
     if isinstance(prep, str):
         return prep
     try:
         value = prep.handler(prep.args, prep.ctx)
-        if inspect.isawaitable(value):
+        if type(value) not in _PLAIN and inspect.isawaitable(value):
             value = bridge().run(_awaitable(value))
     except Exception as exc:
         log.debug("tool %s failed", name, exc_info=True)

@@ -27,7 +27,7 @@ from execengine.dispatch import adispatch, dispatch
 from execengine.errors import ToolConflictError, ToolError, UnknownToolError, did_you_mean
 from execengine.policy import DEFAULT_POLICY, ToolPolicy
 from execengine.schema import normalize_function_schema
-from execengine.toolsets import BUILTIN_TOOLSETS, Toolset, canonical_name, resolve
+from execengine.toolsets import BUILTIN_TOOLSETS, Toolset, resolve
 
 if TYPE_CHECKING:
     from execengine.context import ToolContext
@@ -253,9 +253,6 @@ class ToolRegistry:
         """Tool names reachable from toolset names (recursive; see :mod:`toolsets`)."""
         with self._lock:
             return resolve(names, self._toolsets, self.toolset_members(), self._tools)
-
-    def canonical_toolset(self, name: str) -> str:
-        return canonical_name(name, self.toolsets)
 
     def select(
         self,

@@ -27,6 +27,7 @@ from jsonschema.exceptions import SchemaError as JsonSchemaError
 from jsonschema.exceptions import ValidationError
 
 from execengine.errors import SchemaError
+from execengine.schemafast import compile_check
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 JSON_TYPES = ("object", "array", "string", "number", "integer", "boolean", "null")
@@ -138,36 +139,52 @@ def closed(schema: Any, *, in_all_of: bool = False) -> Any:
     return out
 
 
+class _Checker:
+    """A schema's ``jsonschema`` validator and, when it compiles, its fast acceptance
+    check (:mod:`execengine.schemafast`)."""
+
+    __slots__ = ("fast", "validator")
+
+    def __init__(self, schema: Any) -> None:
+        self.validator = Draft202012Validator(schema)
+        self.fast = compile_check(schema)
+
+
 @lru_cache(maxsize=512)
-def _validator(key: str) -> Draft202012Validator:
-    return Draft202012Validator(closed(json.loads(key)))
+def _checker(key: str) -> _Checker:
+    return _Checker(closed(json.loads(key)))
 
 
-#: validators by the identity of the schema object they were built for (a registered
+#: checkers by the identity of the schema object they were built for (a registered
 #: tool's schema is one object for its life): spares the JSON key on every call
-_by_identity: dict[int, tuple[Mapping[str, Any], Draft202012Validator]] = {}
+_by_identity: dict[int, tuple[Mapping[str, Any], _Checker]] = {}
 
 
-def _validator_for(schema: Mapping[str, Any]) -> Draft202012Validator:
+def _checker_for(schema: Mapping[str, Any]) -> _Checker:
     hit = _by_identity.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    validator = _validator(json.dumps(schema, sort_keys=True, default=repr))
+    checker = _checker(json.dumps(schema, sort_keys=True, default=repr))
     if len(_by_identity) >= 1024:
         _by_identity.clear()
-    _by_identity[id(schema)] = (schema, validator)
-    return validator
+    _by_identity[id(schema)] = (schema, checker)
+    return checker
 
 
-def validate_arguments(schema: Mapping[str, Any], args: Any) -> list[str]:
+def validate_arguments(schema: Mapping[str, Any], args: Any, *,
+                       fast: bool = True) -> list[str]:
     """Violations of ``args`` against a parameters schema, as readable strings (empty = ok).
 
     The schema is assumed valid (checked at registration); a broken one reports itself as a
-    violation rather than raising.
+    violation rather than raising. Arguments the schema's fast check accepts skip
+    ``jsonschema`` (``fast=False``: never; the differential tests compare the two).
     """
     try:
-        validator = _validator_for(schema)
-        found = sorted(validator.iter_errors(args), key=lambda e: list(map(str, e.path)))
+        checker = _checker_for(schema)
+        if fast and checker.fast is not None and _surely_valid(checker.fast, args):
+            return []
+        found = sorted(checker.validator.iter_errors(args),
+                       key=lambda e: list(map(str, e.path)))
     except Exception as exc:  # an unresolvable $ref, a recursive schema: say so, never raise
         return [f"arguments: the tool's schema cannot be checked ({type(exc).__name__})"]
     out: list[str] = []
@@ -176,6 +193,13 @@ def validate_arguments(schema: Mapping[str, Any], args: Any) -> list[str]:
             if line not in out:
                 out.append(line)
     return out
+
+
+def _surely_valid(check: Callable[[Any], bool], args: Any) -> bool:
+    try:
+        return check(args)
+    except Exception:  # not expected; jsonschema decides
+        return False
 
 
 def violations_message(tool: str, violations: list[str] | tuple[str, ...]) -> str:
@@ -205,7 +229,7 @@ def _describe(error: ValidationError) -> list[str]:
         known = _known_fields(error.schema)
         listed = ", ".join(sorted(known)) or "none"
         return [f"{_join(label, k)}: unknown field (known fields: {listed})"
-                for k in sorted(value) if k not in known]
+                for k in sorted(value, key=str) if k not in known]
     if kind == "type":
         types = want if isinstance(want, list) else [want]
         return [f"{label}: expected {' or '.join(types)}, got {_json_type(value)}"]

@@ -69,30 +69,38 @@ def decode_result(result: Any) -> Any:
 
 
 class _Waiter:
-    """A thread blocked on one request."""
+    """A thread blocked on one request. A held lock is its event: cheaper to make and to
+    fire than a :class:`threading.Event`, and it is fired exactly once (whoever takes the
+    request out of ``_pending`` resolves or fails it)."""
 
-    __slots__ = ("_event", "error", "reply")
+    __slots__ = ("_lock", "error", "reply")
     blocking = True  # its thread may lead the reading itself
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._lock.acquire()
         self.reply: dict[str, Any] | None = None
         self.error: BaseException | None = None
 
     def resolve(self, reply: dict[str, Any]) -> None:
         self.reply = reply
-        self._event.set()
+        self._fire()
 
     def fail(self, error: BaseException) -> None:
         self.error = error
-        self._event.set()
+        self._fire()
+
+    def _fire(self) -> None:
+        with contextlib.suppress(RuntimeError):  # never twice, but never raise either
+            self._lock.release()
 
     @property
     def done(self) -> bool:
-        return self._event.is_set()
+        return self.reply is not None or self.error is not None
 
     def wait(self) -> dict[str, Any]:
-        self._event.wait()
+        if not self.done:
+            self._lock.acquire()
         if self.error is not None:
             raise self.error
         assert self.reply is not None
@@ -123,6 +131,12 @@ class _AsyncWaiter:
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
+
+
+def _set_results(items: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, value in items:
+        if not future.done():
+            future.set_result(value)
 
 
 def _set_exception(future: asyncio.Future[Any], error: Any) -> None:
@@ -160,6 +174,12 @@ class RpcClient:
         self._role = threading.Condition(threading.Lock())
         self._reading: threading.Thread | None = None
         self._released_at = 0.0
+        #: the last call came from asyncio: the background reader keeps the read role
+        self._async_mode = False
+        #: replies for asyncio waiters read but not yet handed to their loops (the read
+        #: role's holder hands them on at once when nothing more is buffered: one wake-up
+        #: of an event loop for a burst of replies)
+        self._batch: list[tuple[_AsyncWaiter, dict[str, Any]]] = []
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> RpcClient:
@@ -270,6 +290,8 @@ class RpcClient:
                 return True
             msg = self._parse(frames)
             if self._dispatch(msg):
+                if self._batch and not conn.has_frame():
+                    self._flush()
                 return True
             reason = "protocol error: the host reported {}".format(msg.get("error", msg))
         except zmtp.PeerClosed as exc:
@@ -294,7 +316,20 @@ class RpcClient:
                 self._role.notify()
             return False
 
+    def _flush(self) -> None:
+        """Hand the batched replies to their event loops, one wake-up per loop."""
+        with self._pending_lock:
+            batch, self._batch = self._batch, []
+        by_loop: dict[Any, list[tuple[asyncio.Future[Any], Any]]] = {}
+        for waiter, reply in batch:
+            by_loop.setdefault(waiter.loop, []).append((waiter.future, reply))
+        for loop, items in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(_set_results, items)
+
     def _give_role(self) -> None:
+        if self._batch:
+            self._flush()
         with self._role:
             self._reading = None
             self._released_at = time.monotonic()
@@ -331,8 +366,10 @@ class RpcClient:
                             role.wait(IDLE_READ)
                     self._reading = threading.current_thread()
                 try:
-                    # read until nobody waits; at least one step (a heartbeat, a message)
-                    while self._read_one(conn, idle=True) and self._pending:
+                    # read until nobody waits (asyncio callers: until a synchronous call
+                    # comes, so their calls find a reader); at least one step
+                    while self._read_one(conn, idle=True) and (self._pending
+                                                               or self._async_mode):
                         pass
                 finally:
                     self._give_role()
@@ -347,11 +384,16 @@ class RpcClient:
             return msg.get("type") not in ("error", "denied")
         with self._pending_lock:
             waiter = self._pending.pop(req_id, None)
+            if isinstance(waiter, _AsyncWaiter):
+                self._batch.append((waiter, msg))
+                return True
         if waiter is not None:  # else: a reply nobody waits for any more (cancelled task)
             waiter.resolve(msg)
         return True
 
     def _fail_all(self, reason: str) -> None:
+        if self._batch:  # what was read is delivered first
+            self._flush()
         with self._pending_lock:
             if self._failure is None:
                 self._failure = reason
@@ -409,6 +451,7 @@ class RpcClient:
     def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
         """Call tool ``name`` with ``args`` and return its decoded result."""
         self.connect()
+        self._async_mode = False
         waiter = _Waiter()
         req_id = self._submit(name, args, waiter)
         if self._take_role(waiter):
@@ -428,6 +471,7 @@ class RpcClient:
         if self._conn is None or self._failure is not None:
             # only the first call of a process can get here; the handshake blocks
             await loop.run_in_executor(None, self.connect)
+        self._async_mode = True
         future = loop.create_future()
         waiter = _AsyncWaiter(loop, future)
         req_id = self._submit(name, args, waiter)
@@ -484,7 +528,8 @@ def get_client() -> RpcClient:
     forked child)."""
     global _client
     client = _client
-    if client is not None and client.pid == os.getpid():
+    # after a fork the hook below has already dropped the parent's client
+    if client is not None and (_FORK_HOOK or client.pid == os.getpid()):
         return client
     with _client_lock:
         client = _client
@@ -501,7 +546,8 @@ def _after_fork_in_child() -> None:
         old._abandon()
 
 
-if hasattr(os, "register_at_fork"):
+_FORK_HOOK = hasattr(os, "register_at_fork")
+if _FORK_HOOK:
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 

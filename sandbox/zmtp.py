@@ -229,6 +229,16 @@ class ZmtpConnection:
             if frames is not None:
                 return frames
 
+    def has_frame(self) -> bool:
+        """A whole frame is buffered: the next :meth:`recv` starts without waiting."""
+        buf = self._buf
+        have = len(buf)
+        if have < 2:
+            return False
+        if buf[0] & FLAG_LONG:
+            return have >= 9 and have >= 9 + struct.unpack_from("!Q", buf, 1)[0]
+        return have >= 2 + buf[1]
+
     def recv_idle(self) -> list[bytes] | None:
         """Like :meth:`recv`, but None once a command was handled and no message is half
         read (so an idle reader can look up between heartbeats)."""

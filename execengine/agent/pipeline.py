@@ -155,10 +155,6 @@ class ToolCallPipeline:
         self.policy = policy or ParallelPolicy.from_registry(registry)
         self.name_cutoff = name_cutoff
 
-    @property
-    def tool_names(self) -> list[str]:
-        return sorted(self.parameters)
-
     def _cwd(self) -> str:
         explicit = self.context.cwd
         if explicit:

@@ -132,11 +132,11 @@ def check_command(command: str, ctx: ToolContext, *, sandboxed: bool = False) ->
         if answer.decision in (Decision.SESSION, Decision.ALWAYS):
             state.remember(session, todo, always=answer.decision is Decision.ALWAYS)
         if answer.decision is Decision.ALWAYS:
-            _persist(ctx, todo)
+            persist_approvals(ctx, todo)
         return Verdict(True, "allowed", f"approved ({answer.decision.value})", todo)
 
 
-def _persist(ctx: ToolContext, descriptions: tuple[str, ...]) -> None:
+def persist_approvals(ctx: ToolContext, descriptions: tuple[str, ...]) -> None:
 
     path = ctx.config.config_path() or default_config_path()
     for d in descriptions:

@@ -53,6 +53,8 @@ class Figure:
     unit: str
     baseline_name: str
     higher_better: bool = False
+    #: print p99 too (figures with a tail-latency target)
+    show_p99: bool = False
 
     @property
     def ratio(self) -> float:
@@ -60,9 +62,13 @@ class Figure:
 
     def line(self) -> str:
         v, b = self.value, self.baseline
-        return (f"{self.name:40} {v.median:10.2f} {self.unit:7} (min {v.min:.2f}, p90 "
-                f"{v.p90:.2f})  vs {self.baseline_name} {b.median:.2f} (min {b.min:.2f}, "
-                f"p90 {b.p90:.2f})  ratio {self.ratio:.2f}x")
+        return (f"{self.name:40} {v.median:10.2f} {self.unit:7} ({self._tail(v)})  vs "
+                f"{self.baseline_name} {b.median:.2f} ({self._tail(b)})  ratio "
+                f"{self.ratio:.2f}x")
+
+    def _tail(self, s: Spread) -> str:
+        text = f"min {s.min:.2f}, p90 {s.p90:.2f}"
+        return f"{text}, p99 {s.p99:.2f}" if self.show_p99 else text
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "unit": self.unit, "ratio": round(self.ratio, 3),

@@ -66,7 +66,7 @@ class DomainPolicy:
     def of(cls, allowed: Iterable[str], denied: Iterable[str]) -> DomainPolicy:
         return cls(tuple(allowed), tuple(denied))
 
-    def _explicit(self) -> tuple[str, ...]:
+    def explicit_hosts(self) -> tuple[str, ...]:
         """Entries that may unlock internal addresses: exact names, IPs, networks."""
         return tuple(e for e in self.allowed if not _norm(e).startswith(("*.", ".")))
 
@@ -89,7 +89,7 @@ class DomainPolicy:
         """The addresses to connect to for ``host`` (all four rules), or
         :class:`DomainRefused`."""
         self.check_host(host)
-        guard = AddressPolicy(allow_private=False, allowed_hosts=self._explicit())
+        guard = AddressPolicy(allow_private=False, allowed_hosts=self.explicit_hosts())
         try:
             return guard.vet(_norm(host), port, resolver)
         except DomainRefused:
@@ -116,7 +116,7 @@ class DomainGuard(AddressPolicy):
         except DomainRefused as exc:
             raise BlockedAddressError(f"refused by the network allow-list: {exc}") from exc
         inner = AddressPolicy(self.allow_private,
-                              (*self.allowed_hosts, *self.domains._explicit()))
+                              (*self.allowed_hosts, *self.domains.explicit_hosts()))
         return inner.vet(host, port, resolver)
 
 

@@ -30,6 +30,7 @@ from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
 from execengine.engine.capture import OutputCapture
+from execengine.engine.result import oom_message
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError, TerminalError
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
@@ -142,6 +143,9 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
         exit_code = -1
     else:
         exit_code = 128 - code if code < 0 else code
+    if outcome.oom_kills:  # counted through the command's cgroup, before its teardown
+        text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
+            f"[{oom_message(config.code_execution.memory_mb, 'A process of the command')}]")
     return CommandResult(output=text, exit_code=exit_code, duration=time.monotonic() - start,
                          cwd=None if timed_out else new_cwd, timed_out=timed_out,
                          truncated=captured.truncated, total_chars=captured.total_bytes)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from execengine.context import CallContext
+from execengine.dispatch import dispatch
 from execengine.errors import UnknownToolError
 from execengine.mcp.names import sanitize, server_of_toolset, short_name
 from execengine.registry import ToolRegistry
@@ -101,6 +102,6 @@ def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHan
         violations = validate_arguments(entry.parameters, args)
         if violations:
             return json.dumps({"error": violations_message(tool, violations)})
-        return registry.dispatch(tool, args, context)
+        return dispatch(registry, tool, args, context, entry=entry)
 
     return handle

@@ -43,6 +43,7 @@ from execengine.engine.result import (
     hint_for,
     no_code_result,
     no_hello_message,
+    oom_message,
     timeout_message,
     with_stderr,
 )
@@ -236,7 +237,7 @@ class Engine:
         with contextlib.ExitStack() as stack:
             staging = stack.enter_context(Staging(code))
             stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
-            workdir = self._workdir(mode, cwd, task_id, staging.path)
+            workdir = self.workdir_for(mode, cwd, task_id, staging.path)
             # one policy for the script and every tool call it makes (see execengine.confine)
             policy = execution_policy(self.config, cwd=workdir, level=self.launcher.level,
                                       extra_writable=(staging.path,), stack=stack)
@@ -265,7 +266,7 @@ class Engine:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": self._pythonpath(mode, stub_dir, runtime, workdir),
+                        "PYTHONPATH": self.pythonpath(mode, stub_dir, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -286,7 +287,7 @@ class Engine:
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
                     protected_paths=policy.protected,
-                    limits=self._limits(limit, policy),
+                    limits=self.launch_limits(limit, policy),
                 )
                 child = self.launcher.launch(spec)
             finally:
@@ -313,6 +314,9 @@ class Engine:
             text = (text.rstrip("\n") + "\n" if text.strip() else "") + INTERRUPTED
         elif outcome.reason == "no_hello":
             status, error = "error", no_hello_message(ce.hello_timeout)
+        elif outcome.oom_kills and code_ != 0:
+            status, error = "error", oom_message(ce.memory_mb)
+            text = with_stderr(text, err.text)
         elif code_ != 0:
             status = "error"
             error = err.text.strip() or exit_message(code_ if code_ is not None else -1)
@@ -325,15 +329,19 @@ class Engine:
             stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
             stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path,
             full_output_complete=out.spill_path is None or out.spill_complete,
-            full_output_bytes=out.spill_bytes,
+            full_output_bytes=out.spill_bytes, ended_by=outcome.ended_by,
+            oom_kills=outcome.oom_kills,
         )
         hint = hint_for(result, names)
+        if outcome.oom_kills and status != "error":
+            # the script went on (a subprocess was the victim) or timed out: say so anyway
+            hint = oom_message(ce.memory_mb, "A process of the script")
         if hint:
             result = replace(result, hint=hint)
         return result
 
     @staticmethod
-    def _pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
+    def pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
         """The stub's directory and the runtime first; in project mode the project directory
         and the host's PYTHONPATH follow, so scripts import the project's packages as its
         code does."""
@@ -361,7 +369,8 @@ class Engine:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _workdir(self, mode: str, cwd: str | None, task_id: str | None, staging: str) -> str:
+    def workdir_for(self, mode: str, cwd: str | None, task_id: str | None, staging: str) -> str:
+        """Where a script of ``mode`` runs (sessions' kernels run there too)."""
         if mode == "strict":
             return staging
         if cwd:
@@ -371,7 +380,8 @@ class Engine:
         except Exception:  # a closed registry: fall back to the process's cwd
             return os.getcwd()
 
-    def _limits(self, timeout: float, policy: ExecutionPolicy | None = None) -> LaunchLimits:
+    def launch_limits(self, timeout: float, policy: ExecutionPolicy | None = None) -> LaunchLimits:
+        """The configured limits of a child (one-shot or a session's kernel)."""
         ce = self.config.code_execution
         cpu = ce.cpu_seconds if ce.cpu_seconds is not None else int(timeout) + 1
         network = policy.network == "on" if policy is not None else ce.network

@@ -47,6 +47,8 @@ class CellOutcome:
     status: str = "ok"  # the kernel's word: ok, error, exit, interrupted
     exit_code: int | None = 0
     state_lost: bool = False
+    #: when it died: processes of the kernel the OOM killer ended (where counted)
+    oom_kills: int = 0
 
 
 class _Cut:
@@ -207,7 +209,8 @@ class KernelProcess:
     def _died(self, cuts: dict[str, _Cut]) -> CellOutcome:
         self._drain(cuts)
         status = self.child.wait(EXIT_WAIT)
-        return CellOutcome("died", "died", status, state_lost=True)
+        return CellOutcome("died", "died", status, state_lost=True,
+                           oom_kills=self.child.oom_kills())
 
     def _drain(self, cuts: dict[str, _Cut]) -> None:
         end = time.monotonic() + DRAIN_SECONDS

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from execengine.proctree import EndedBy
+
 Status = Literal["success", "error", "timeout", "interrupted"]
 
 NO_CODE = "No code provided."
@@ -35,6 +37,12 @@ def with_stderr(output: str, stderr: str) -> str:
     """A failed script's output with its stderr (the traceback) after it, so a host that
     shows only ``output`` still shows why it failed."""
     return output + STDERR_HEADER + stderr.strip("\n") if stderr.strip() else output
+
+
+def oom_message(memory_mb: int | None, who: str = "Script") -> str:
+    """The kernel's OOM killer ended ``who`` (the script, or one of its processes)."""
+    limit = f"limit {memory_mb} MiB" if memory_mb else "no limit set"
+    return f"{who} was killed: out of memory ({limit}, code_execution.memory_mb)."
 
 
 def no_hello_message(seconds: float) -> str:
@@ -69,6 +77,13 @@ class ExecutionResult:
     #: sessions: what happened to the session's state before this cell (reset, replaced,
     #: closed, died), when the model should know
     notice: str | None = None
+    #: which step of the shutdown ladder ended the script: "exit" (by itself),
+    #: "sigterm" (within the grace after the timeout's or interrupt's SIGTERM), "kill"
+    #: (the kill-all); None where nothing ran, and for session cells (a kernel outlives them)
+    ended_by: EndedBy | None = None
+    #: processes of the script the kernel's OOM killer ended (counted through the
+    #: execution's cgroup at ``restricted``/``isolated``; always 0 at ``none``)
+    oom_kills: int = 0
 
     @property
     def ok(self) -> bool:
@@ -108,6 +123,11 @@ class ExecutionResult:
             out["refused_by"] = self.refused_by
         if self.notice:
             out["notice"] = self.notice
+        # extra fields only when they say something (the reference's readers ignore them)
+        if self.ended_by in ("sigterm", "kill"):
+            out["ended_by"] = self.ended_by
+        if self.oom_kills:
+            out["oom_killed"] = True
         return out
 
     def to_json(self) -> str:

@@ -50,6 +50,7 @@ from execengine.engine.result import (
     exit_message,
     hint_for,
     no_code_result,
+    oom_message,
     timeout_message,
 )
 from execengine.engine.spill import spill_dir
@@ -228,7 +229,7 @@ class SessionManager:
         call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
         interpreter = choose(mode, configured=ce.python)
         key = KernelKey(mode, interpreter,
-                        "" if mode == "strict" else engine._workdir(mode, cwd, task_id, ""),
+                        "" if mode == "strict" else engine.workdir_for(mode, cwd, task_id, ""),
                         tuple(names))
         session = self._claim(name)
         try:
@@ -284,7 +285,8 @@ class SessionManager:
                     self._drop_kernel(session)
                 return _result(outcome, stdout, stderr, calls=calls, limit=limit,
                                names=names, notice=notice,
-                               duration=time.monotonic() - started)
+                               duration=time.monotonic() - started,
+                               memory_mb=ce.memory_mb)
             finally:
                 session.last_used = time.monotonic()
                 session.lock.release()
@@ -476,7 +478,7 @@ class SessionManager:
                 env = build_child_env(
                     os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": engine._pythonpath(key.mode, stub_dir, runtime,
+                        "PYTHONPATH": engine.pythonpath(key.mode, stub_dir, runtime,
                                                          workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
@@ -488,7 +490,7 @@ class SessionManager:
                         "HERMES_RPC_TOKEN": token,
                         **policy.proxy_env(),
                     })
-                limits = dataclasses.replace(engine._limits(ce.timeout, policy),
+                limits = dataclasses.replace(engine.launch_limits(ce.timeout, policy),
                                              cpu_seconds=ce.cpu_seconds)
                 spec = LaunchSpec(
                     argv=[key.interpreter, "-c", KERNEL_ENTRY],
@@ -526,7 +528,7 @@ class SessionManager:
 
 def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, *,
             calls: int, limit: float, names: list[str], notice: str | None,
-            duration: float) -> ExecutionResult:
+            duration: float, memory_mb: int | None = None) -> ExecutionResult:
     out, err = stdout.result(), stderr.result()
     text, error, status = out.text, None, "success"
     exit_code: int | None = outcome.exit_code
@@ -543,6 +545,9 @@ def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, 
         exit_code = None
     elif outcome.reason == "died":
         status, error = "error", died_message(outcome.exit_code)
+        if outcome.oom_kills:
+            error = (oom_message(memory_mb, "The session's kernel") + " Its state was lost "
+                     "and the next call starts a fresh session.")
     elif outcome.status != "ok":
         status = "error"
         error = err.text.strip() or exit_message(exit_code if exit_code is not None else 1)
@@ -553,6 +558,7 @@ def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, 
         stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
         stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
         stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path, notice=notice,
+        oom_kills=outcome.oom_kills,
     )
     hint = hint_for(result, names)
     return dataclasses.replace(result, hint=hint) if hint else result

@@ -19,11 +19,9 @@ from typing import Literal
 
 from execengine.engine.capture import OutputCapture
 from execengine.launch.base import Child
+from execengine.proctree import EndedBy
 
 Reason = Literal["exited", "timeout", "interrupted", "no_hello"]
-#: which step of the shutdown ladder ended the main process: it exited by itself, it
-#: exited within the grace after SIGTERM, or the launcher's kill-all ended it
-EndedBy = Literal["exit", "sigterm", "kill"]
 
 #: the byte the child's bootstrap writes on the watchdog socket once it runs
 READY = b"R"
@@ -38,6 +36,8 @@ class Outcome:
     reason: Reason
     exit_code: int | None
     ended_by: EndedBy = "exit"
+    #: processes of the execution the kernel's OOM killer ended (where it can be counted)
+    oom_kills: int = 0
 
 
 class _Pipes:
@@ -161,7 +161,8 @@ def supervise(
             ended_by = "kill"
         child.kill()  # the whole execution, strays included; bounded
         pipes.drain(DRAIN_SECONDS)
-        return Outcome(reason, child.poll(), ended_by)
+        # before the child's close(): that hands the cgroup to its teardown
+        return Outcome(reason, child.poll(), ended_by, child.oom_kills())
     finally:
         pipes.close()
         child.close()

@@ -108,11 +108,6 @@ class PathGuard:
                 f"location ({hit}; see files.denied_paths)"
             )
 
-    def covers_part_of(self, root: Path | str) -> bool:
-        """True when some denied path lies at or below ``root`` (a search must filter)."""
-        real = os.path.realpath(root).rstrip(os.sep) + os.sep
-        return any((e.real + os.sep).startswith(real) for e in self._entries)
-
 
 @dataclass(frozen=True)
 class Scope:

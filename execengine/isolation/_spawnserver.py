@@ -282,7 +282,7 @@ class Server:
                 signal.set_wakeup_fd(-1)
                 os.close(hold_w)
                 os.close(ready_r)
-                entry._die_with_parent(me)  # never outlive us
+                entry.die_with_parent(me)  # never outlive us
                 entry.unshare(0x10000000)  # CLONE_NEWUSER
                 os.write(ready_w, b"x")
                 os.read(hold_r, 1)  # until the parent has what it needs

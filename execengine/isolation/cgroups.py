@@ -160,6 +160,17 @@ class ExecCgroup:
                 found.update(int(x) for x in fh.read().split())
         return sorted(found)
 
+    def oom_kills(self) -> int:
+        """How many of the group's processes the kernel's OOM killer has ended: the
+        ``oom_kill`` counter of ``memory.events`` (v2) or ``memory.oom_control`` (v1,
+        kernel 4.13+); 0 where the group has no memory controller. Read it before
+        :meth:`close` removes the directories."""
+        if self._v2_limits and self.dirs:
+            return _counter(self.dirs[0], "memory.events", "oom_kill")
+        if "memory" in self._v1:
+            return _counter(self._v1["memory"], "memory.oom_control", "oom_kill")
+        return 0
+
     def kill(self, timeout: float = 2.0) -> bool:
         """SIGKILL every member; True when the group is empty afterwards."""
         if not self.pids():
@@ -221,3 +232,16 @@ class ExecCgroup:
 def _write(d: str, name: str, value: str) -> None:
     with open(os.path.join(d, name), "w") as fh:
         fh.write(value)
+
+
+def _counter(d: str, name: str, key: str) -> int:
+    """The value of ``key`` in a flat-keyed cgroup file (0 when absent or unreadable)."""
+    try:
+        with open(os.path.join(d, name)) as fh:
+            for line in fh:
+                k, _, v = line.partition(" ")
+                if k == key:
+                    return int(v)
+    except (OSError, ValueError):
+        pass
+    return 0

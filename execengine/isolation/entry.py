@@ -87,7 +87,7 @@ def unshare(flags: int) -> None:
         raise OSError(err, f"unshare: {os.strerror(err)}")
 
 
-def _die_with_parent(parent: int | None) -> None:
+def die_with_parent(parent: int | None) -> None:
     """Die with the parent. ``parent=None``: the parent is outside our pid namespace (its
     pid reads as 0), so the classic re-check after prctl is impossible; that race leaves at
     worst an orphan that the cgroup or the spawner's shutdown kills."""
@@ -155,7 +155,7 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
         os.setgroups([])
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
-    _die_with_parent(parent)  # after the uid change, which clears the death signal
+    die_with_parent(parent)  # after the uid change, which clears the death signal
     # strays that setsid or double-fork reparent to the workload (kept across execve), so
     # the child's bootstrap need not import ctypes to ask for it
     prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -206,7 +206,7 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
         os.closerange(3, ctl)
         os.closerange(ctl + 1, 1 << 20)
         os.setsid()
-        _die_with_parent(spawner)
+        die_with_parent(spawner)
         for d in warm.get("cgroup_dirs", ()):
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
                 fh.write(str(os.getpid()))
@@ -321,7 +321,7 @@ def _isolated(warm: dict[str, Any], ctl: int) -> None:
     if init == 0:
         try:
             os.close(status_r)
-            _die_with_parent(None)
+            die_with_parent(None)
             _namespace_init(warm, ctl, status_w)
         except BaseException as exc:
             _report_ctl(ctl, exc)

@@ -89,6 +89,12 @@ class Child(abc.ABC):
     def close(self) -> None:
         """Release resources (pipes, cgroup, uid slot). Idempotent; implies :meth:`kill`."""
 
+    def oom_kills(self) -> int:
+        """How many processes of the execution the kernel's OOM killer ended, where the
+        launcher can count them (the execution's cgroup); 0 where it cannot (level
+        ``none`` has no cgroup). Valid until :meth:`close`."""
+        return 0
+
     def close_pipes(self) -> None:
         """Close the read ends of stdout and stderr (for :meth:`close`)."""
         for pipe in (self.stdout, self.stderr):

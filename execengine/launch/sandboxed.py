@@ -46,7 +46,7 @@ from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
-from execengine.launch.local import processes_with_token
+from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -147,6 +147,10 @@ class SandboxChild(Child):
         self._dead = False
         self._empty = False
         self._lock = threading.Lock()
+        # only a non-root host without cgroups kills by process tree and run token
+        self._processes = (ProcessSet(pid, root_reaped=lambda: self.returncode is not None,
+                                      var=RUN_TOKEN_VAR, token=run_token)
+                           if slot is None and group is None else None)
 
     @property
     def uid(self) -> int | None:
@@ -199,16 +203,13 @@ class SandboxChild(Child):
             return
         if self._slot is not None and (self._group is None or sig != signal.SIGKILL):
             self._launcher.spawner.kill_uid(self._slot.uid, sig)
-        elif self._group is None:
-            # non-root host without cgroups: the group, then whatever still carries the
-            # run token (descendants that left the session; best effort)
-            if self.returncode is None:
-                with contextlib.suppress(OSError):
-                    os.killpg(self.pid, sig)
-
-            for proc in processes_with_token(self.run_token):
-                with contextlib.suppress(Exception):
-                    proc.send_signal(sig)
+        elif self._processes is not None:
+            # non-root host without cgroups: the group, the descendants and whatever still
+            # carries the run token (descendants that left the session; best effort)
+            if sig == signal.SIGKILL:
+                self._processes.kill()
+            else:
+                self._processes.signal(sig)
 
     def terminate(self) -> None:
         # at isolated the holder ignores SIGTERM; its init forwards it to the namespace
@@ -236,6 +237,12 @@ class SandboxChild(Child):
         # or every process of the slot uid was killed (restricted, no cgroup)
         self._dead = bool(empty) or (empty is None and self._slot is not None)
 
+    def oom_kills(self) -> int:
+        # the cgroup outlives close() only on the background thread: read it before
+        if self._closed or self._group is None:
+            return 0
+        return self._group.oom_kills()
+
     @property
     def cgroup_dirs(self) -> tuple[str, ...]:
         return tuple(self._group.dirs) if self._group is not None else ()
@@ -252,28 +259,11 @@ class SandboxChild(Child):
                 if self._status_fd is not None:
                     os.close(self._status_fd)
                     self._status_fd = None
-            if self._slot is not None:
-                if self._dead:
-                    self._slot.release()
-                else:  # something of it may still run as that uid: never reuse the slot
-                    log.warning("uid %d quarantined: its processes were not confirmed dead",
-                                self._slot.uid)
-                    self._launcher._quarantined.append(self._slot)
-            # restricted: the grants go now (the execution's paths must not stay open to
-            # the sandbox group). isolated: a sandbox reaches no host path but the binds of
-            # its own mount namespace, so the grants open nothing to any other one and
-            # their revocation leaves the result's path too. Removing the empty cgroup and
-            # the private tmp can wait as well.
-            grants = self._grants
-            if self._launcher.level != "isolated":
-                self._launcher._grants.release(grants)
-                grants = []
-            group, tmp = self._group, self._tmpdir
             # after the init's report only the namespace's holder and init are left in the
             # cgroup, exiting by themselves: give them a moment before a cgroup.kill
-            grace = TEARDOWN_GRACE if self._empty else 0.0
-            self._launcher._background.submit(
-                lambda: self._launcher._teardown(group, tmp, grace, grants))
+            self._launcher.retire(self._slot, confirmed_dead=self._dead, grants=self._grants,
+                                  group=self._group, tmp=self._tmpdir,
+                                  grace=TEARDOWN_GRACE if self._empty else 0.0)
 
 
 class SandboxLauncher(Launcher):
@@ -482,6 +472,27 @@ class SandboxLauncher(Launcher):
             group.close()  # kills what is in it, then removes it
         if slot is not None:
             slot.release()
+
+    def retire(self, slot: UidSlot | None, *, confirmed_dead: bool, grants: list[str],
+               group: cgroups.ExecCgroup | None, tmp: str | None, grace: float) -> None:
+        """Take back what a closed child held. The uid slot returns to the pool only when
+        every process of the execution was confirmed dead (else it is quarantined: never
+        handed out again); at ``restricted`` the grants are revoked now (the execution's
+        paths must not stay open to the sandbox group); the cgroup (after ``grace``) and the
+        private tmp are removed on the background thread, before :meth:`close` returns. At
+        ``isolated`` the grants go there too: a sandbox reaches no host path but the binds
+        of its own mount namespace, so they open nothing to any other one."""
+        if slot is not None:
+            if confirmed_dead:
+                slot.release()
+            else:  # something of it may still run as that uid: never reuse the slot
+                log.warning("uid %d quarantined: its processes were not confirmed dead",
+                            slot.uid)
+                self._quarantined.append(slot)
+        if self.level != "isolated":
+            self._grants.release(grants)
+            grants = []
+        self._background.submit(lambda: self._teardown(group, tmp, grace, grants))
 
     def _teardown(self, group: cgroups.ExecCgroup | None, tmp: str | None,
                   grace: float = 0.0, grants: list[str] | None = None) -> None:

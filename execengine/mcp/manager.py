@@ -1,7 +1,9 @@
 """The MCP client side: configured servers become registry tools.
 
 An :class:`McpManager` is a registry service (``registry.service(SERVICE, ...)``, closed
-with the registry). It runs one event loop in a thread for all servers; each server has one
+with the registry). Its connections live on the process's one background reactor
+(:mod:`execengine._asyncbridge`, shared with async tools); closing the manager closes its
+connections and leaves the reactor running for the others. Each server has one
 :class:`~execengine.mcp.connection.ServerConnection` shared by every execution and call.
 Its tools are registered as ``mcp_<server>_<tool>`` in toolset ``mcp-<server>``, callable
 from scripts, with the server's input schema and description. When a server announces
@@ -27,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from execengine._asyncbridge import AsyncBridge, bridge
 from execengine.config import McpServerConfig
 from execengine.errors import McpError, ToolError
 from execengine.mcp.catalogue import withhold_in_search_mode
@@ -53,7 +56,8 @@ class McpManager:
     def __init__(self, registry: ToolRegistry,
                  servers: Mapping[str, McpServerConfig] | None = None, *,
                  environ: Mapping[str, str] | None = None,
-                 cache_dir: str | Path | None = None) -> None:
+                 cache_dir: str | Path | None = None,
+                 reactor: AsyncBridge | None = None) -> None:
         self.registry = registry
         config = registry.config
         self.servers = dict(config.mcp_servers if servers is None else servers)
@@ -63,15 +67,12 @@ class McpManager:
         self._lock = threading.Lock()
         self._registered: dict[str, dict[str, str]] = {}
         self._closed = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever,
-                                        name="execengine-mcp", daemon=True)
-        self._thread.start()
+        self.reactor = reactor if reactor is not None else bridge()
         self.connections: dict[str, ServerConnection] = {}
         for name, server in self.servers.items():
             if not server.enabled:
                 continue
-            self.connections[name] = self._submit(self._make(name, server)).result()
+            self.connections[name] = self._run(self._make(name, server))
 
     async def _make(self, name: str, server: McpServerConfig) -> ServerConnection:
         return ServerConnection(name, server, environ=self._environ,
@@ -80,7 +81,10 @@ class McpManager:
                                 on_tools=self._tools_changed)
 
     def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return self.reactor.submit(coro)
+
+    def _run(self, coro: Any, timeout: float | None = None) -> Any:
+        return self.reactor.run(coro, timeout)
 
     # -- start-up ---------------------------------------------------------------------------
 
@@ -105,7 +109,7 @@ class McpManager:
                                            return_exceptions=True)
             return [r if isinstance(r, BaseException) else None for r in results]
 
-        for conn, err in zip(to_start, self._submit(start_all()).result(), strict=True):
+        for conn, err in zip(to_start, self._run(start_all()), strict=True):
             if err is not None:
                 errors[conn.name] = str(err)
                 self.registry.load_errors[f"mcp server {conn.name}"] = str(err)
@@ -115,7 +119,7 @@ class McpManager:
     # -- registration -----------------------------------------------------------------------
 
     def _tools_changed(self, conn: ServerConnection, tools: list[Any]) -> None:
-        """Called on the loop thread when a server's live tool list differs."""
+        """Called on the reactor thread when a server's live tool list differs."""
         self._register(conn, tools)
         self._write_cache(conn.name, conn.config, tools)
 
@@ -171,6 +175,10 @@ class McpManager:
         conn = self.connections.get(server)
         if conn is None or self._closed:
             return {"error": f"MCP server {server!r} is not running (closed or not configured)"}
+        if self.reactor.on_reactor():  # an async tool calling synchronously: no deadlock
+            return {"error": f"MCP server {server!r}: tool {tool!r} was called "
+                             "synchronously from the background reactor; call it from an "
+                             "async tool with registry.adispatch"}
         future = self._submit(conn.call(tool, args))
         # the connection bounds the call itself; this only guards against a wedged loop
         limit = conn.config.timeout + conn.config.connect_timeout + 30.0
@@ -239,7 +247,7 @@ class McpManager:
     # -- closing ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop every server (bounded) and the loop. Idempotent."""
+        """Stop every server (bounded); the shared reactor goes on. Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -250,13 +258,9 @@ class McpManager:
                                  return_exceptions=True)
 
         try:
-            self._submit(close_all()).result(timeout=30)
+            self._run(close_all(), timeout=30)
         except Exception:
             log.exception("stopping MCP servers failed")
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        if not self._thread.is_alive():
-            self._loop.close()
 
     def __enter__(self) -> McpManager:
         return self

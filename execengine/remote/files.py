@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execengine.fileops.ops import FileSettings, ToolResult
-from execengine.remote.launcher import _INSTALL, REMOTE_PATH
+from execengine.proctree import ProcessSet
+from execengine.remote.launcher import INSTALL_SCRIPT, REMOTE_PATH
 from execengine.remote.ssh import RemoteError, quote
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class RemoteFiles:
             base = os.path.dirname(self.host.runtime())
             bundle = f"{base}/files-{digest}"
             self.host.connection.check(
-                quote([self.host.launcher.python, "-I", "-c", _INSTALL, bundle]),
+                quote([self.host.launcher.python, "-I", "-c", INSTALL_SCRIPT, bundle]),
                 input=archive, timeout=120)
             self._bundle = bundle
         return self._bundle
@@ -191,8 +192,7 @@ class RemoteFiles:
         try:
             proc.wait(5)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, 9)
+            ProcessSet.of_popen(proc).kill()  # ssh and its group
             proc.wait()
         for f in (proc.stdout, proc.stderr):
             if f is not None:

@@ -30,6 +30,7 @@ from typing import IO, TYPE_CHECKING
 
 from execengine._resources import sandbox_dir
 from execengine.launch.base import Child, Launcher, LaunchSpec
+from execengine.proctree import ProcessSet
 from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ def runtime_archive() -> tuple[str, bytes]:
     return digest.hexdigest()[:16], buf.getvalue()
 
 
-_INSTALL = """
+INSTALL_SCRIPT = """
 import io, os, sys, tarfile
 dest = sys.argv[1]
 if os.path.isfile(os.path.join(dest, ".complete")):
@@ -133,7 +134,7 @@ class SshLauncher(Launcher):
             base = self._remote_base()
             runtime = f"{base}/runtime-{digest}"
             self.connection.check(
-                quote([self.python, "-I", "-c", _INSTALL, runtime]), input=archive,
+                quote([self.python, "-I", "-c", INSTALL_SCRIPT, runtime]), input=archive,
                 timeout=120)
             self._runtime = runtime
             return runtime
@@ -245,8 +246,7 @@ class SshChild(Child):
             with contextlib.suppress(OSError, ValueError):
                 stdin.close()
         if self.wait(KILL_WAIT) is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self._proc.pid, 9)
+            ProcessSet.of_popen(self._proc).kill()  # ssh and its group
             self._proc.wait()
 
     def close(self) -> None:

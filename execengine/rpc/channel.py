@@ -109,7 +109,6 @@ class Channel:
         self._running = 0  # calls of this execution on a host worker
         self._waiting: deque[Callable[[], None]] = deque()  # admitted, waiting for a slot
         self.closed = False
-        self.denied_peers = 0
         #: messages wait for :meth:`expect_peer` (the child's uid) before being parsed
         self.check_peer = False
         # cells (session kernels): see open_cell

@@ -144,8 +144,20 @@ def denied(error: str) -> bytes:
     return _dump({"v": VERSION, "type": "denied", "error": error})
 
 
+#: json's own C string encoders: ``"..."`` with non-ASCII kept, and all-ASCII
+_quote = json.encoder.encode_basestring
+_quote_ascii = json.encoder.encode_basestring_ascii
+_RESULT_HEAD = f'{{"v":{VERSION},"type":"result","id":'
+
+
 def result(msg_id: str, text: str) -> bytes:
-    return _dump({"v": VERSION, "type": "result", "id": msg_id, "result": text})
+    """The reply to a call (every call gets one): built from a template, the hot path."""
+    head = _RESULT_HEAD
+    try:
+        return (head + _quote(msg_id) + ',"result":' + _quote(text) + "}").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON escapes are plain ASCII
+        return (head + _quote_ascii(msg_id) + ',"result":' + _quote_ascii(text)
+                + "}").encode("ascii")
 
 
 def error(msg_id: str | None, message: str) -> bytes:

@@ -472,7 +472,6 @@ class RpcServer:
             if listener is not None and listener.uids is not None and (
                     conn.uid is None or conn.uid not in listener.uids):
                 conn.authed = False
-                conn.channel.denied_peers += 1
                 log.warning("execution %s: a process of uid %s connected to its socket; "
                             "ignored", conn.channel.exec_id, conn.uid)
                 return
@@ -499,9 +498,9 @@ class RpcServer:
                                         self.max_message_bytes))
             return
         conn.authed = False
-        channel.denied_peers += 1
         why = ("bad credentials" if isinstance(msg, protocol.Hello)
                else "the first message must be a hello")
+        log.warning("execution %s: a connection was refused: %s", channel.exec_id, why)
         conn.reply(protocol.denied(why))
 
     def _dispatch(self, conn: Connection, call: protocol.Call) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import shutil
@@ -189,11 +188,10 @@ class LocalBackend(TerminalBackend):
         return bg.info()
 
     def signal(self, proc_id: str, sig: int, *, task: str) -> None:
-        """Send ``sig`` to the process group (e.g. SIGINT to a server)."""
+        """Send ``sig`` once to every process of the command (e.g. SIGINT to a server)."""
         bg = self._get(proc_id, task)
         if not bg.done.is_set():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(bg.sp.pid, sig)
+            bg.sp.processes.signal(sig)
 
     def close_task(self, task: str) -> None:
         with self._lock:
@@ -211,7 +209,6 @@ class LocalBackend(TerminalBackend):
     def _stop_all(self, bgs: list[_Background]) -> None:
         live = [b for b in bgs if not b.done.is_set()]
         for b in live:  # SIGTERM them all first, so the grace periods overlap
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(b.sp.pid, signal.SIGTERM)
+            b.sp.processes.signal(signal.SIGTERM)
         for b in bgs:
             b.stop(self.kill_grace)

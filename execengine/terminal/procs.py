@@ -1,9 +1,10 @@
 """Starting a shell command in its own session, and stopping it with everything it started.
 
 Every command gets a new session (so a new process group) and a unique token in its
-environment (``EXECENGINE_TERM_TOKEN``). Stopping escalates: SIGTERM to the group and to
-every process carrying the token (which finds children that called ``setsid`` or
-double-forked), a grace period, then SIGKILL, and the main process is always reaped.
+environment (``EXECENGINE_TERM_TOKEN``). Stopping is :class:`execengine.proctree.ProcessSet`'s:
+SIGTERM to the group and to every process carrying the token (which finds children that
+called ``setsid`` or double-forked), a grace period, then the freeze-and-kill sweep; the
+shell is always reaped.
 
 The shell reports its final working directory on a private pipe: an ``EXIT`` trap writes
 ``$PWD`` to a high-numbered descriptor, so ``cd`` survives ``exit n`` and the output stays
@@ -16,16 +17,17 @@ import contextlib
 import fcntl
 import os
 import pty as ptymod
-import signal
 import struct
 import subprocess
 import termios
-import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-TOKEN_VAR = "EXECENGINE_TERM_TOKEN"
+from execengine.proctree import TERM_TOKEN_VAR, EndedBy, ProcessSet
+
+#: how long stopping waits for the shell to be reaped after the kill
+REAP_SECONDS = 5.0
 #: the descriptor the shell reports its working directory on (above bash's own 10..)
 PWD_FD_MIN = 200
 
@@ -39,10 +41,13 @@ class Spawned:
     pwd_fd: int
     token: str
     pty: bool
+    #: the shell, its group, and everything carrying its token
+    processes: ProcessSet
 
     @property
     def pid(self) -> int:
         return self.popen.pid
+
 
     def close_fds(self) -> None:
         for name in ("out_fd", "pwd_fd"):
@@ -62,7 +67,7 @@ def spawn(
 ) -> Spawned:
     """Start ``bash -c`` running ``command`` (stdin is /dev/null, or the PTY)."""
     token = uuid.uuid4().hex
-    child_env = {**env, TOKEN_VAR: token}
+    child_env = {**env, TERM_TOKEN_VAR: token}
     pwd_r, pwd_w0 = os.pipe()
     pwd_w = fcntl.fcntl(pwd_w0, fcntl.F_DUPFD_CLOEXEC, PWD_FD_MIN)
     os.close(pwd_w0)
@@ -102,7 +107,8 @@ def spawn(
         for fd in closers:
             os.close(fd)
     os.set_blocking(out_fd, False)
-    return Spawned(popen, out_fd, pwd_r, token, pty)
+    return Spawned(popen, out_fd, pwd_r, token, pty,
+                   ProcessSet.of_popen(popen, TERM_TOKEN_VAR, token))
 
 
 def read_pwd(sp: Spawned) -> str | None:
@@ -122,62 +128,20 @@ def read_pwd(sp: Spawned) -> str | None:
     return text or None
 
 
-def members(sp: Spawned) -> list[int]:
-    """Live (not zombie) processes of this command: its process group, plus any process
-    whose environment carries its token (children that left the group)."""
-    needle = f"{TOKEN_VAR}={sp.token}".encode()
-    me = os.getpid()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                stat = fh.read()
-            # fields after the command name (which may hold spaces or parentheses)
-            state, _ppid, pgid = stat[stat.rindex(b")") + 2:].split(b" ", 3)[:3]
-            if state == b"Z":
-                continue
-            if int(pgid) == sp.pid:
-                found.append(pid)
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                if needle in fh.read().split(b"\0"):
-                    found.append(pid)
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _signal_all(sp: Spawned, sig: int) -> int:
-    """Signal every member; how many there were."""
-    pids = members(sp)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-    return len(pids)
-
-
-def stop(sp: Spawned, *, grace: float) -> None:
-    """SIGTERM everything of this command, ``grace`` seconds, then SIGKILL; reap the shell."""
-    if _signal_all(sp, signal.SIGTERM):
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            sp.popen.poll()
-            if not members(sp):
-                break
-            time.sleep(0.02)
-    kill_rest(sp)
+def stop(sp: Spawned, *, grace: float) -> EndedBy:
+    """SIGTERM everything of this command, ``grace`` seconds, then the kill; reap the shell.
+    Which step ended it."""
+    ended = sp.processes.terminate(grace)
+    _reap(sp)
+    return ended
 
 
 def kill_rest(sp: Spawned) -> None:
-    """SIGKILL whatever of this command still runs (no grace) and reap the shell."""
-    deadline = time.monotonic() + 5.0
-    while _signal_all(sp, signal.SIGKILL) and time.monotonic() < deadline:
-        sp.popen.poll()
-        time.sleep(0.005)
+    """Kill whatever of this command still runs (no grace) and reap the shell."""
+    sp.processes.kill()
+    _reap(sp)
+
+
+def _reap(sp: Spawned) -> None:
     with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL cannot be ignored
-        sp.popen.wait(timeout=5)
+        sp.popen.wait(timeout=REAP_SECONDS)

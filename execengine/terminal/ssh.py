@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from execengine.errors import TerminalError
+from execengine.proctree import ProcessSet
 from execengine.remote.host import RemoteHost
 from execengine.remote.launcher import encode_header, remote_env
 from execengine.terminal.backend import (
@@ -130,8 +131,7 @@ class _Channel:
         try:
             self.proc.wait(wait)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, 9)
+            ProcessSet.of_popen(self.proc).kill()  # ssh and its group
             self.proc.wait()
         self._err.join(5)
         for f in (self.proc.stdout, self.proc.stderr):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from execengine.approval.gate import APPROVALS, ApprovalState, _persist
+from execengine.approval.gate import APPROVALS, ApprovalState, persist_approvals
 from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
@@ -211,7 +211,7 @@ def approve(code: str, ctx: ToolContext, scope: ScriptScope) -> ScriptVerdict:
     return check_script(
         code, scope, ctx.config.approvals, ctx.service(APPROVALS, ApprovalState),
         session=ctx.task_key, origin=ctx.origin, approver=ctx.call.approver,
-        classifier=ctx.call.classifier, persist=lambda key: _persist(ctx, (key,)))
+        classifier=ctx.call.classifier, persist=lambda key: persist_approvals(ctx, (key,)))
 
 
 def refused(message: str) -> str:

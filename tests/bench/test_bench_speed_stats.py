@@ -35,3 +35,10 @@ def test_interleaving_alternates_which_side_runs_first():
     a, b = interleaved(4, side("a"), side("b"))
     assert calls == ["a", "b", "b", "a", "a", "b", "b", "a"]
     assert (len(a), len(b)) == (4, 4)
+
+
+def test_p99_is_printed_when_asked():
+    value, base = Spread.of([float(x) for x in range(1, 101)]), Spread.of([1.0, 2.0])
+    assert "p99" not in Figure("x", value, base, "us", "base").line()
+    line = Figure("x", value, base, "us", "base", show_p99=True).line()
+    assert "(min 1.00, p90 90.00, p99 99.00)  vs base 1.50 (min 1.00, p90 2.00, p99 2.00)" in line

@@ -85,3 +85,24 @@ def test_cd_sticks_but_never_widens_what_is_writable(world):
         res = sh("pwd; echo x > escaped")
         assert res["output"].splitlines()[0] == str(work / "sub"), res
         assert (work / "sub" / "escaped").exists() and not (canary / "escaped").exists()
+
+
+@pytest.mark.parametrize("isolation", [
+    pytest.param(lv, marks=pytest.mark.skipif(
+        not (REPORT.levels.get(lv) and REPORT.has("cgroups")),
+        reason=f"level {lv} with cgroups unavailable: {REPORT.reasons.get(lv)}"))
+    for lv in ("restricted", "isolated")])
+def test_a_command_killed_for_memory_says_so(isolation, world):
+    work, _, _ = world
+    hog = ("python3 -c 'import mmap; m = mmap.mmap(-1, 256 << 20)\n"
+           "for i in range(0, len(m), 4096): m[i] = 1'; echo rc=$?")
+    config = Config().with_overrides({"terminal.isolation": isolation,
+                                      "terminal.cwd": str(work), "approvals.mode": "allow",
+                                      "code_execution.memory_mb": 64})
+    with ToolRegistry.with_builtins(config) as reg:
+        res = json.loads(reg.dispatch("terminal", {"command": hog}, CallContext()))
+        fine = json.loads(reg.dispatch("terminal", {"command": "echo fine"}, CallContext()))
+    assert "rc=137" in res["output"], res
+    assert res["output"].endswith("[A process of the command was killed: out of memory "
+                                  "(limit 64 MiB, code_execution.memory_mb).]"), res
+    assert fine["output"].strip() == "fine"  # the negative control: no such note

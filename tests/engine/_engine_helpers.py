@@ -9,8 +9,9 @@ from pathlib import Path
 
 from execengine.config import Config
 from execengine.launch.base import Launcher, LaunchSpec
-from execengine.launch.local import LocalLauncher, processes_with_token
+from execengine.launch.local import LocalLauncher
 from execengine.policy import ToolPolicy
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 from execengine.registry import ToolRegistry
 
 CHILDREN = Path(__file__).resolve().parent.parent / "children"
@@ -99,7 +100,7 @@ def engine_config(**over) -> Config:
 
 
 def stray_count(spec: LaunchSpec) -> int:
-    return len(processes_with_token(spec.run_token))
+    return len(carriers(RUN_TOKEN_VAR, spec.run_token))
 
 
 def child_argv(name: str) -> list[str]:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psutil
 import pytest
 from _engine_helpers import make_registry
 
@@ -19,8 +18,8 @@ from execengine.config import Config
 from execengine.engine import Engine
 from execengine.hostdirs import owner_tag
 from execengine.isolation.detect import detect
-from execengine.launch.local import processes_with_token
 from execengine.policy import ToolPolicy
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 
 LEVELS = ("none", "restricted", "isolated")
 
@@ -70,8 +69,8 @@ def run_tokens(engine: Engine) -> list[str]:
     return [k.process.child.run_token for k in kernels if k is not None]  # type: ignore
 
 
-def leftover_processes(tokens: list[str]) -> list[psutil.Process]:
-    return [p for t in tokens for p in processes_with_token(t) if _alive(p)]
+def leftover_processes(tokens: list[str]) -> list[int]:
+    return [pid for t in tokens for pid in carriers(RUN_TOKEN_VAR, t)]
 
 
 @contextmanager
@@ -104,13 +103,6 @@ def session_engine(level: str, calls: list | None = None, gate: Gate | None = No
         leftover_processes(tokens)
     left = our_dirs() - before
     assert left == set(), left
-
-
-def _alive(p: psutil.Process) -> bool:
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
 
 
 def kernel_of(engine: Engine, name: str) -> Any:  # a peek at internals

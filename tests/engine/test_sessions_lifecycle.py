@@ -22,7 +22,7 @@ from _session_helpers import (
     wait_until,
 )
 
-from execengine.launch.local import processes_with_token
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 
 
 def test_fifty_sessions_twenty_cells_from_threads_no_cross_talk():
@@ -68,7 +68,7 @@ def test_a_kernel_dies_within_a_second_of_losing_its_host(level):
         assert r.ok
         kernel = kernel_of(e, "s")
         token = kernel.process.child.run_token
-        assert processes_with_token(token)
+        assert carriers(RUN_TOKEN_VAR, token)
         started = time.monotonic()
         kernel.process.begin_close()
         assert wait_until(lambda: not leftover_processes([token]), 1.0), \
@@ -99,7 +99,7 @@ def test_a_kernel_dies_with_its_host_process(tmp_path):
         line = host.stdout.readline().split()  # type: ignore[union-attr]
         assert len(line) == 3, line
         token, *leftovers = line
-        assert processes_with_token(token)
+        assert carriers(RUN_TOKEN_VAR, token)
         host.send_signal(signal.SIGKILL)
         host.wait(5)
         started = time.monotonic()

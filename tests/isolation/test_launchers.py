@@ -204,7 +204,7 @@ sys.exit(5)
 def test_isolated_status_is_reported_only_once_no_process_of_it_is_left(tmp_path):
     """The exit status arrives before the namespace's teardown, but never before every
     process of the execution (here a detached stray ignoring SIGTERM) is gone."""
-    from execengine.launch.local import processes_with_token
+    from execengine.proctree import RUN_TOKEN_VAR, carriers
 
     with IsolatedLauncher() as launcher:
         for _ in range(3):  # warm and cold entries
@@ -213,9 +213,9 @@ def test_isolated_status_is_reported_only_once_no_process_of_it_is_left(tmp_path
             with launcher.launch(s) as child:
                 assert child.wait(20) == 5, child.stderr.read()
                 assert (tmp_path / "stray-up").exists()  # the stray did run
-                assert processes_with_token(s.run_token) == []
+                assert carriers(RUN_TOKEN_VAR, s.run_token) == []
                 child.kill()  # confirmed by the report: returns at once, nothing to do
-            assert processes_with_token(s.run_token) == []
+            assert carriers(RUN_TOKEN_VAR, s.run_token) == []
 
 
 @pytest.mark.skipif(not REPORT.levels.get("isolated"), reason="isolated unavailable")

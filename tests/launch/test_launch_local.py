@@ -9,7 +9,8 @@ import pytest
 
 from execengine.errors import SandboxError
 from execengine.launch.base import LaunchSpec
-from execengine.launch.local import LocalLauncher, processes_with_token
+from execengine.launch.local import LocalLauncher
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 
 
 def _read_pids(path, n, timeout=5.0):
@@ -81,12 +82,12 @@ def test_setsid_and_double_fork_descendants_are_all_killed(spec_for, tmp_path, s
     child = LocalLauncher().launch(spec)
     try:
         pids = _read_pids(report, 2)
-        assert len(processes_with_token(spec.run_token)) >= 3
+        assert len(carriers(RUN_TOKEN_VAR, spec.run_token)) >= 3
         for pid in pids.values():
             assert os.getsid(pid) != child.pid  # they left the session
     finally:
         child.close()
-    assert processes_with_token(spec.run_token) == []
+    assert carriers(RUN_TOKEN_VAR, spec.run_token) == []
     for pid in pids.values():
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
 
@@ -102,4 +103,4 @@ def test_descendants_holding_stdout_do_not_outlive_close(spec_for, tmp_path):
     # every writer is dead: the pipe reaches EOF at once
     assert child.stdout.read() == b""
     child.close()
-    assert processes_with_token(spec.run_token) == []
+    assert carriers(RUN_TOKEN_VAR, spec.run_token) == []

@@ -67,3 +67,13 @@ def test_replies_with_lone_surrogates_encode():
         assert decoded["v"] == 1
     assert json.loads(protocol.result("1", "é"))["result"] == "é"  # plain text stays UTF-8
     assert b"\xc3\xa9" in protocol.result("1", "é")
+
+
+@pytest.mark.parametrize(("msg_id", "text"), [
+    ("1", '{"ok": true}'), ("x" * 128, ""), ("ü", "日本\n\"\\\x00\x1f\u2028"),
+    ("\ud800", "fine"), ("1", "a\udcff b"), ("\udfff", "\ud800"), ("id", "x" * 100_000),
+])
+def test_the_result_template_is_the_same_json_as_the_generic_encoder(msg_id, text):
+    fast = protocol.result(msg_id, text)
+    assert fast == protocol._dump({"v": 1, "type": "result", "id": msg_id, "result": text})
+    assert json.loads(fast) == {"v": 1, "type": "result", "id": msg_id, "result": text}

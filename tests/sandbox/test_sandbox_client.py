@@ -387,3 +387,57 @@ def test_an_interrupted_leader_leaves_the_stream_intact(short_dir: Path) -> None
             assert c.call("second", {}) == "second"
     finally:
         signal.signal(signal.SIGUSR1, old)
+
+
+def test_a_burst_of_replies_wakes_the_event_loop_once(short_dir: Path) -> None:
+    # the host writes 20 replies in one go: they reach the event loop in one wake-up (one
+    # call_soon_threadsafe), and every task gets its own reply
+    path = short_dir / "raw.sock"
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn)
+        read_frame(conn)  # the hello
+        conn.sendall(zmtp.encode_frame(b'{"v": 1, "type": "welcome", "exec": "e"}'))
+        ids = [json.loads(read_frame(conn)[1])["id"] for _ in range(20)]
+        conn.sendall(b"".join(zmtp.encode_frame(json.dumps(
+            {"v": 1, "type": "result", "id": i, "result": json.dumps(i)}).encode())
+            for i in reversed(ids)))
+        conn.recv(1)
+
+    wakes: list[int] = []
+
+    async def main(c: RpcClient) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        real = loop.call_soon_threadsafe
+
+        def counting(fn: Any, *args: Any) -> Any:
+            wakes.append(len(args[0]) if args and isinstance(args[0], list) else 1)
+            return real(fn, *args)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        return await asyncio.gather(*[c.acall("t") for _ in range(20)])
+
+    with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        got = asyncio.run(main(c))
+    assert got == list(range(1, 21))  # task n sent id n and got its reply
+    assert wakes == [20]
+
+
+def test_asyncio_calls_keep_the_reader_and_a_sync_call_takes_it_back(
+        host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)  # no idle reads: only the mode
+
+    async def calls(c: RpcClient) -> list[Any]:
+        return [await c.acall("a", {"n": n}) for n in range(5)]
+
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        readers = _spy_reads(c)
+        assert asyncio.run(calls(c)) == [{"tool": "a", "args": {"n": n}} for n in range(5)]
+        assert set(readers) == {"execengine-rpc"}
+        readers.clear()
+        for n in range(5):  # the first waits for the reader; then it leads again
+            assert c.call("s", {"n": n}) == {"tool": "s", "args": {"n": n}}
+        me = threading.current_thread().name
+        assert readers[-3:] == [me] * 3

@@ -205,10 +205,10 @@ def _cgroups_of(tokens: list[str]) -> list[str]:
 def check_no_leaks(children: list[Child], tokens: list[str]) -> None:
     """Nothing of these executions survives: no process with their run token, none of
     their slot uids, no cgroup of theirs."""
-    from execengine.launch.local import processes_with_token
+    from execengine.proctree import RUN_TOKEN_VAR, carriers
 
     uids = {c.uid for c in children if getattr(c, "uid", None) is not None}
-    assert wait_until(lambda: not any(processes_with_token(t) for t in tokens), 3.0)
+    assert wait_until(lambda: not any(carriers(RUN_TOKEN_VAR, t) for t in tokens), 3.0)
     if uids:
         assert wait_until(lambda: not _uid_processes(uids), 3.0), _uid_processes(uids)
     assert wait_until(lambda: not _cgroups_of(tokens), 3.0), _cgroups_of(tokens)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import signal
@@ -13,7 +12,7 @@ import sys
 import pytest
 
 from execengine.launch.base import LaunchLimits
-from execengine.launch.local import processes_with_token
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 
 from .conftest import SECRET_NAME, level_params, wait_until
 
@@ -217,21 +216,14 @@ def test_no_process_survives_teardown(level, run_attack):
     child, token = run_attack.start(level, "escape")
     line = child.stdout.readline()
     assert b"ready" in line, child.stderr.read()
-    assert processes_with_token(token)  # the escapees exist and the token finds them
+    assert carriers(RUN_TOKEN_VAR, token)  # the escapees exist and the token finds them
     child.terminate()
     assert child.wait(0.3) is None  # SIGTERM is ignored by everything
     child.kill()
     child.close()
-    assert wait_until(lambda: not [p for p in processes_with_token(token)
-                                   if _running(p)], timeout=2.0)
+    assert wait_until(lambda: not carriers(RUN_TOKEN_VAR, token), timeout=2.0)
 
 
-def _running(p) -> bool:
-    import psutil
-
-    with contextlib.suppress(psutil.Error):
-        return p.status() != psutil.STATUS_ZOMBIE
-    return False
 
 
 @pytest.mark.parametrize("level", [p for p in LEVEL if p.values[0] == "isolated"])

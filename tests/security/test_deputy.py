@@ -23,7 +23,7 @@ import pytest
 
 from execengine.config import load_config
 from execengine.engine.core import Engine
-from execengine.launch.local import processes_with_token
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 
 from .conftest import SECRET_NAME, level_params, wait_until
 
@@ -234,7 +234,7 @@ def test_nothing_of_a_sandboxed_command_outlives_the_execution(level, world):
     if level == "none":
         return  # host commands: the terminal backend's own teardown (not a sandbox)
     assert wait_until(lambda: not _daemons(marker), 3.0)
-    assert not processes_with_token(marker)
+    assert not carriers(RUN_TOKEN_VAR, marker)
 
 
 PROTECTED = """

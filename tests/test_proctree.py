@@ -1,0 +1,206 @@
+"""The one process-tree kill, on real processes: the launcher's child and a terminal command
+that setsid, double-fork and fork slowly without end; nothing of them is left afterwards."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from execengine import proctree
+from execengine.launch.base import LaunchSpec
+from execengine.launch.local import LocalLauncher
+from execengine.proctree import RUN_TOKEN_VAR, TERM_TOKEN_VAR, ProcessSet, carriers
+from execengine.terminal import procs
+from execengine.terminal.local import LocalBackend
+
+CHILDREN = Path(__file__).resolve().parent / "children"
+FORK_CHAIN = str(CHILDREN / "fork_chain.py")
+BASE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def wait_until(cond, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return bool(cond())
+
+
+def gone_for_good(var: str, token: str) -> None:
+    """Nothing carries the token now, nor a moment later (nothing was left to regrow)."""
+    assert carriers(var, token) == []
+    time.sleep(0.2)
+    assert carriers(var, token) == []
+
+
+def _sleeper() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(["sleep", "30"], start_new_session=True)
+
+
+# -- the pieces -------------------------------------------------------------------------
+
+def test_send_never_signals_a_process_that_only_has_the_same_pid():
+    p = _sleeper()
+    try:
+        me = proctree._stat(p.pid)
+        assert me is not None and me.state != "Z"
+        stranger = proctree.Proc(p.pid, me.ppid, me.pgid, me.state, me.start + 1)
+        assert proctree.send(stranger, signal.SIGKILL) is False
+        assert p.poll() is None and proctree.alive(p.pid, me.start)
+        assert proctree.send(me, signal.SIGKILL) is True
+        assert p.wait(5) == -signal.SIGKILL
+        assert proctree.send(me, signal.SIGKILL) is False  # reaped: nothing holds it
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_members_are_the_tree_the_group_and_the_token_carriers():
+    token = secrets.token_hex(8)
+    env = {**BASE_ENV, "MARK": token}
+    # a setsid'ed grandchild with the token and a grandchild that keeps the group
+    script = "setsid sleep 30 & sleep 30 & echo $! ; wait"
+    p = subprocess.Popen(["bash", "-c", script], env=env, start_new_session=True,
+                         stdout=subprocess.PIPE)
+    pset = ProcessSet.of_popen(p, "MARK", token)
+    try:
+        assert p.stdout is not None
+        grouped = int(p.stdout.readline())
+        assert wait_until(lambda: len(pset.members()) == 3, 5), pset.members()
+        assert {p.pid, grouped} < set(pset.members())
+        # without the token only the tree and the group are found
+        assert len(ProcessSet.of_popen(p).members()) == 3  # the setsid'ed one is a child
+        assert pset.kill() is True
+        assert p.wait(5) == -signal.SIGKILL
+        assert pset.members() == []
+        gone_for_good("MARK", token)
+    finally:
+        p.kill()
+        p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+def test_the_group_still_counts_after_the_root_is_reaped():
+    token = secrets.token_hex(8)
+    # the root exits at once; its child stays in its group with the token removed
+    p = subprocess.Popen(["bash", "-c", "env -u MARK sleep 30 & echo $!"],
+                         env={**BASE_ENV, "MARK": token}, start_new_session=True,
+                         stdout=subprocess.PIPE)
+    try:
+        assert p.stdout is not None
+        stray = int(p.stdout.readline())
+        assert p.wait(5) == 0
+        pset = ProcessSet.of_popen(p, "MARK", token)
+        assert wait_until(lambda: pset.members() == [stray], 5)
+        assert pset.kill() is True
+        assert not proctree.alive(stray)
+    finally:
+        if p.stdout is not None:
+            p.stdout.close()
+
+
+@pytest.mark.parametrize(("script", "ended_by"), [
+    ("exit 0", "exit"),
+    ("sleep 30; exit 1", "sigterm"),
+    ("trap '' TERM; sleep 30 & sleep 30", "kill"),
+])
+def test_terminate_reports_the_step_that_ended_it(script, ended_by):
+    p = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    pset = ProcessSet.of_popen(p)
+    try:
+        if ended_by == "exit":
+            assert p.wait(5) == 0
+        else:
+            assert wait_until(lambda: len(pset.members()) >= 2 or p.poll() is not None, 5)
+        t0 = time.monotonic()
+        assert pset.terminate(0.3) == ended_by
+        assert time.monotonic() - t0 < 0.3 + proctree.SWEEP_SECONDS + 1
+        assert pset.members() == []
+    finally:
+        p.kill()
+        p.wait()
+
+
+# -- the launcher's child ---------------------------------------------------------------
+
+def _spec(tmp_path, env: dict[str, str]) -> LaunchSpec:
+    token = secrets.token_hex(8)
+    return LaunchSpec(argv=[sys.executable, FORK_CHAIN],
+                      env={**BASE_ENV, RUN_TOKEN_VAR: token, **env},
+                      cwd=str(tmp_path), run_token=token)
+
+
+@pytest.mark.parametrize("mode", ["grow", "hop"])
+@pytest.mark.parametrize("subreaper", ["1", "0"])
+def test_launcher_child_fork_bomb_is_killed_entirely(tmp_path, mode, subreaper):
+    spec = _spec(tmp_path, {"MODE": mode, "SUBREAPER": subreaper})
+    child = LocalLauncher().launch(spec)
+    try:
+        assert child.stdout.readline() == b"ready\n", child.stderr.read()
+        # grow: a tree; hop: the main process and the chain's current link
+        least = 3 if mode == "grow" else 2
+        assert wait_until(lambda: len(carriers(RUN_TOKEN_VAR, spec.run_token)) >= least, 5)
+        t0 = time.monotonic()
+        child.kill()
+        took = time.monotonic() - t0
+        assert took < proctree.SWEEP_SECONDS + proctree.CONFIRM_SECONDS + 1, took
+        assert child.poll() == -signal.SIGKILL
+        gone_for_good(RUN_TOKEN_VAR, spec.run_token)
+    finally:
+        child.close()
+
+
+# -- the terminal command ---------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["grow", "hop"])
+def test_terminal_command_fork_bomb_is_stopped_entirely(tmp_path, mode):
+    sp = procs.spawn(f"MODE={mode} {sys.executable} {FORK_CHAIN}", cwd=str(tmp_path),
+                     env=BASE_ENV)
+    try:
+        deadline = time.monotonic() + 5
+        seen = b""
+        while b"ready" not in seen and time.monotonic() < deadline:
+            try:
+                seen += os.read(sp.out_fd, 4096)
+            except BlockingIOError:
+                time.sleep(0.01)
+        assert b"ready" in seen
+        least = 3 if mode == "grow" else 2
+        assert wait_until(lambda: len(carriers(TERM_TOKEN_VAR, sp.token)) >= least, 5)
+        assert procs.stop(sp, grace=0.2) in ("sigterm", "kill")
+        assert sp.popen.returncode is not None
+        gone_for_good(TERM_TOKEN_VAR, sp.token)
+    finally:
+        procs.kill_rest(sp)
+        sp.close_fds()
+
+
+def test_terminal_command_that_traps_sigterm_needs_the_kill(tmp_path):
+    sp = procs.spawn("trap '' TERM; setsid sleep 30 & sleep 30", cwd=str(tmp_path),
+                     env=BASE_ENV)
+    try:
+        assert wait_until(lambda: len(carriers(TERM_TOKEN_VAR, sp.token)) >= 3, 5)
+        assert procs.stop(sp, grace=0.2) == "kill"
+        gone_for_good(TERM_TOKEN_VAR, sp.token)
+    finally:
+        procs.kill_rest(sp)
+        sp.close_fds()
+
+
+def test_backend_timeout_leaves_no_process_of_the_command(tmp_path):
+    mark = secrets.token_hex(8)
+    with LocalBackend(kill_grace=0.2) as backend:
+        result = backend.run(f"MODE=grow {sys.executable} {FORK_CHAIN}", cwd=str(tmp_path),
+                             env={**BASE_ENV, "MARK": mark}, timeout=1.0,
+                             max_output_chars=10_000)
+    assert result.timed_out
+    gone_for_good("MARK", mark)
