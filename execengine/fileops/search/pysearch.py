@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import IO
+
 from execengine.confine.files import open_binary
 from execengine.errors import FileOpError
 from execengine.fileops.search.query import Hit, Query
 from execengine.fileops.search.walk import walk_files
+from execengine.fileops.textio import MAX_EDIT_BYTES, bounded_lines
 
 _CHUNK = 1 << 20
+#: files up to this size are read whole; bigger ones a line at a time
+_WHOLE = MAX_EDIT_BYTES
+#: how much of one line a streamed search looks at
+_LINE = 1 << 20
 
 
 class PythonBackend:
@@ -32,7 +40,12 @@ class PythonBackend:
                 continue  # a cheap pre-filter; results.py applies every glob again
             try:
                 with open_binary(path) as fh:  # verified under a confining policy
-                    data = fh.read()
+                    data = fh.read(_WHOLE + 1)
+                    if len(data) > _WHOLE:  # a big file is searched a line at a time
+                        hits += _grep_stream(fh, path, data, search, max_hits - len(hits))
+                        if len(hits) >= max_hits:
+                            return hits
+                        continue
             except (OSError, FileOpError):
                 continue
             if b"\x00" in data:
@@ -49,6 +62,24 @@ class PythonBackend:
                     if len(hits) >= max_hits:
                         return hits
         return hits
+
+
+def _grep_stream(fh: IO[bytes], path: str, start: bytes, search: Callable[[str], object],
+                 max_hits: int) -> list[Hit]:
+    """Search a big file from its start a line at a time, each line's first :data:`_LINE`
+    bytes (``start`` is what was read of it already): memory stays bounded however big
+    the file or long its lines (a script may make either)."""
+    if b"\x00" in start:
+        return []  # binary, as above
+    fh.seek(0)
+    hits: list[Hit] = []
+    for number, (raw, _) in enumerate(bounded_lines(fh, _LINE), start=1):
+        line = raw.decode("utf-8", errors="replace").rstrip("\n")
+        if search(line):
+            hits.append(Hit(path, number, line))
+            if len(hits) >= max_hits:
+                break
+    return hits
 
 
 def _is_literal(pattern: str) -> bool:
