@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import IO
+
+import regex
 
 from execengine.confine.files import open_binary
 from execengine.errors import FileOpError
@@ -16,6 +19,8 @@ _CHUNK = 1 << 20
 _WHOLE = MAX_EDIT_BYTES
 #: how much of one line a streamed search looks at
 _LINE = 1 << 20
+#: how long one search may spend matching (a script's pattern may backtrack for ever)
+SEARCH_SECONDS = 10.0
 
 
 class PythonBackend:
@@ -31,7 +36,7 @@ class PythonBackend:
 
     def grep(self, query: Query, max_hits: int) -> list[Hit]:
         assert query.regex is not None
-        search = query.regex.search
+        search = _bounded_search(query.pattern)
         literal = query.pattern if _is_literal(query.pattern) else None
         hits: list[Hit] = []
         for path in walk_files(query.root):
@@ -46,6 +51,8 @@ class PythonBackend:
                         if len(hits) >= max_hits:
                             return hits
                         continue
+            except SearchTooSlow:
+                raise
             except (OSError, FileOpError):
                 continue
             if b"\x00" in data:
@@ -62,6 +69,35 @@ class PythonBackend:
                     if len(hits) >= max_hits:
                         return hits
         return hits
+
+
+class SearchTooSlow(FileOpError):
+    """The pattern matched for longer than :data:`SEARCH_SECONDS`."""
+
+
+def _bounded_search(pattern: str) -> Callable[[str], object]:
+    """``search(line)`` for ``pattern`` that cannot stall the host: the ``regex`` engine
+    releases the GIL while it matches (``re`` holds it, so one catastrophically
+    backtracking pattern from a script, ``(a|aa)+$``, froze every thread of the engine,
+    timeouts included), and the whole search has :data:`SEARCH_SECONDS`."""
+    try:
+        compiled = regex.compile(pattern)  # VERSION0: the re-compatible syntax
+    except regex.error as exc:
+        raise FileOpError(f"invalid regex {pattern!r}: {exc}") from None
+    deadline = time.monotonic() + SEARCH_SECONDS
+
+    def search(line: str) -> object:
+        left = deadline - time.monotonic()
+        try:
+            if left <= 0:
+                raise TimeoutError
+            return compiled.search(line, timeout=left, concurrent=True)
+        except TimeoutError:
+            raise SearchTooSlow(f"search_files: the pattern {pattern!r} took longer than "
+                              f"{SEARCH_SECONDS:g}s (it backtracks too much: simplify "
+                              "nested repetitions such as (a+)+)") from None
+
+    return search
 
 
 def _grep_stream(fh: IO[bytes], path: str, start: bytes, search: Callable[[str], object],
