@@ -16,9 +16,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import regex
+try:  # the regex engine releases the GIL and takes a timeout; the file tools shipped to an
+    import regex  # ssh remote (standard library only) fall back to re there
+except ImportError:  # pragma: no cover - exercised on the remote
+    regex = None
 
-from execengine.errors import FileOpError
+from execengine.errors import SearchTooSlowError
 
 #: how long one glob or .gitignore pattern may take on one name: both come from scripts
 #: (a ``file_glob``, a .gitignore the script wrote) and ``*a*a*a...*b`` backtracks for
@@ -27,10 +30,12 @@ MATCH_SECONDS = 2.0
 
 
 def _bounded(pattern: Any, method: str, subject: str, text: str) -> bool:
+    if regex is None:
+        return getattr(pattern, method)(subject) is not None
     try:
         found = getattr(pattern, method)(subject, timeout=MATCH_SECONDS, concurrent=True)
     except TimeoutError:
-        raise FileOpError(f"the pattern {text!r} took longer than {MATCH_SECONDS:g}s to "
+        raise SearchTooSlowError(f"the pattern {text!r} took longer than {MATCH_SECONDS:g}s to "
                           "match one name (too many '*'): simplify it") from None
     return found is not None
 
@@ -112,7 +117,7 @@ def compile_glob(text: str) -> Glob:
     on_path = "/" in body.strip("/") or body.startswith("**")
     translated = _translate(body.lstrip("/"), braces=True)
     re.compile(translated)  # Python's verdict on the syntax (re.error for the caller)
-    return Glob(text, regex.compile(translated), on_path)
+    return Glob(text, (regex or re).compile(translated), on_path)
 
 
 @dataclass(frozen=True)
@@ -146,9 +151,10 @@ def parse_gitignore(text: str) -> list[IgnoreRule]:
         if not anchored:
             body = "(?:.*/)?" + body
         try:
-            re.compile(body + r"\Z", re.DOTALL)
-            compiled = regex.compile(body + r"\Z", regex.DOTALL)
-        except (re.error, regex.error):
+            compiled = re.compile(body + r"\Z", re.DOTALL)
+            if regex is not None:
+                compiled = regex.compile(body + r"\Z", regex.DOTALL)
+        except (re.error, getattr(regex, "error", re.error)):
             continue  # git ignores lines it cannot parse
         rules.append(IgnoreRule(compiled, negate, dir_only))
     return rules

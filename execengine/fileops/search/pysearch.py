@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import IO
 
-import regex
+try:  # the regex engine releases the GIL and takes a timeout; the file tools shipped to an
+    import regex  # ssh remote (standard library only) fall back to re there
+except ImportError:  # pragma: no cover - exercised on the remote
+    regex = None
 
 from execengine.confine.files import open_binary
-from execengine.errors import FileOpError
+from execengine.errors import FileOpError, SearchTooSlowError
 from execengine.fileops.search.query import Hit, Query
 from execengine.fileops.search.walk import walk_files
 from execengine.fileops.textio import MAX_EDIT_BYTES, bounded_lines
@@ -51,7 +55,7 @@ class PythonBackend:
                         if len(hits) >= max_hits:
                             return hits
                         continue
-            except SearchTooSlow:
+            except SearchTooSlowError:
                 raise
             except (OSError, FileOpError):
                 continue
@@ -71,15 +75,13 @@ class PythonBackend:
         return hits
 
 
-class SearchTooSlow(FileOpError):
-    """The pattern matched for longer than :data:`SEARCH_SECONDS`."""
-
-
 def _bounded_search(pattern: str) -> Callable[[str], object]:
     """``search(line)`` for ``pattern`` that cannot stall the host: the ``regex`` engine
     releases the GIL while it matches (``re`` holds it, so one catastrophically
     backtracking pattern from a script, ``(a|aa)+$``, froze every thread of the engine,
     timeouts included), and the whole search has :data:`SEARCH_SECONDS`."""
+    if regex is None:
+        return re.compile(pattern).search
     try:
         compiled = regex.compile(pattern)  # VERSION0: the re-compatible syntax
     except regex.error as exc:
@@ -93,9 +95,10 @@ def _bounded_search(pattern: str) -> Callable[[str], object]:
                 raise TimeoutError
             return compiled.search(line, timeout=left, concurrent=True)
         except TimeoutError:
-            raise SearchTooSlow(f"search_files: the pattern {pattern!r} took longer than "
-                              f"{SEARCH_SECONDS:g}s (it backtracks too much: simplify "
-                              "nested repetitions such as (a+)+)") from None
+            raise SearchTooSlowError(
+                f"search_files: the pattern {pattern!r} took longer than "
+                f"{SEARCH_SECONDS:g}s (it backtracks too much: simplify nested "
+                "repetitions such as (a+)+)") from None
 
     return search
 
