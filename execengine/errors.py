@@ -15,7 +15,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     ├── TerminalError               the terminal backend cannot run anything
     ├── FileOpError                 a file tool cannot do what was asked
     │   ├── PathEscapeError         a path leads out of the folder it must stay beneath
-    │   └── PatternUnsupported      ripgrep cannot compile a pattern (the Python search takes over)
+    │   ├── PatternUnsupported      ripgrep cannot compile a pattern (the Python search takes over)
+    │   └── SearchTooSlowError      a search pattern or glob matched for longer than its budget
     ├── WebError                    a page or a search provider could not be used
     │   ├── InvalidURLError         not an http(s) URL, credentials in it, bad host or port
     │   ├── BlockedAddressError     the host resolves to an address the SSRF guard refuses
@@ -147,6 +148,11 @@ class PathEscapeError(FileOpError):
 
 class PatternUnsupported(FileOpError):
     """ripgrep cannot compile a pattern Python accepts; the Python backend takes over."""
+
+
+class SearchTooSlowError(FileOpError):
+    """A script's search pattern or glob matched for longer than its time budget (it
+    backtracks catastrophically); execengine.fileops.search."""
 
 
 class WebError(ExecEngineError):

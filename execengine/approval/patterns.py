@@ -51,6 +51,8 @@ _HARMLESS_DEV = r"/dev/(?:null|zero|stdout|stderr|stdin|tty|fd/|pts/|shm/|random
 _REDIRECT = r"(?:^|\s)(?:>|>>|>\||&>|&>>|>&)\s*"
 _SHELL = r"(?:\S*/)?(?:ba|z|da|k|mk|a|c|tc|fi|ya)?sh"
 _INTERP = rf"(?:{_SHELL}|(?:\S*/)?(?:python[\d.]*|perl|ruby|node|php|lua)|source|\.)"
+#: _INTERP without the path prefix, for unanchored searches (the same matches exist)
+_INTERP_NAME = r"(?:(?:ba|z|da|k|mk|a|c|tc|fi|ya)?sh|python[\d.]*|perl|ruby|node|php|lua|source|\.)"
 _SUDO = r"(?:(?:sudo|doas)(?:\s+-\S+)*\s+)?(?:env\s+(?:\S+=\S*\s+)*)?"
 
 HARD_BLOCKS: tuple[Pattern, ...] = (
@@ -58,7 +60,9 @@ HARD_BLOCKS: tuple[Pattern, ...] = (
        "recursive delete of /, a system directory or the home directory", hard=True),
     _p("rm_no_preserve_root", r"^rm\s.*--no-preserve-root",
        "rm with --no-preserve-root", hard=True),
-    _p("fork_bomb", r"([A-Za-z_:.][\w:.-]*)\s*\(\)\s*\{[^}]*?\1\s*\|\s*\1\s*&",
+    # the lookbehind starts the name at a word's start only: from inside a long word the
+    # name rescanned the rest of it at every position (quadratic, with the GIL held)
+    _p("fork_bomb", r"(?<![\w:.-])([A-Za-z_:.][\w:.-]*)\s*\(\)\s*\{[^}]*?\1\s*\|\s*\1\s*&",
        "fork bomb", scope="raw", hard=True),
     _p("disk_format", rf"^(?:mkfs(?:\.\w+)?|mke2fs|mkswap|wipefs|mkdosfs|mkntfs)\s.*{_DISK}",
        "formatting a disk device", hard=True),
@@ -104,7 +108,10 @@ DANGEROUS: tuple[Pattern, ...] = (
        "shutting down or rebooting the machine"),
     _p("download_to_shell", rf"\b(?:curl|wget|fetch|aria2c|http|lwp-request)\b[^;&]*\|\s*"
        rf"{_SUDO}{_INTERP}(?:\s|$)", "piping a download into a shell", scope="text"),
-    _p("download_substitution", rf"(?:{_INTERP}\s+<\(|(?:-c|eval)\s+\$\(|\$\()\s*"
+    # unanchored: _INTERP_NAME (no optional path prefix) finds the same commands, where
+    # _INTERP's "(?:\S*/)?" rescanned the rest of the line from every position (seconds
+    # of the host's GIL for a few thousand slashes in a script's terminal command)
+    _p("download_substitution", rf"(?:{_INTERP_NAME}\s+<\(|(?:-c|eval)\s+\$\(|\$\()\s*"
        r"(?:curl|wget|fetch)\b", "running a download through a shell", scope="text"),
     _p("pipe_to_shell", rf"\|\s*{_SUDO}{_SHELL}(?:\s+-[a-zA-Z]+)*\s*(?:$|[;&|)])",
        "piping text into a shell", scope="text"),

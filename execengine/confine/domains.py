@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from execengine.errors import BlockedAddressError, ConnectionFailedError
 from execengine.errors import DomainRefusedError as DomainRefused
 from execengine.web.fetch import Fetcher
-from execengine.web.guard import AddressPolicy, Resolver, system_resolver
+from execengine.web.guard import AddressPolicy, Resolver, embedded_ipv4, system_resolver
 
 
 def _norm(host: str) -> str:
@@ -43,18 +43,25 @@ def matches(host: str, entry: str) -> bool:
         return False
     ip = _ip(host)
     if ip is not None:
-        if "/" in entry:
-            try:
-                return ip in ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                return False
-        other = _ip(entry)
-        return other is not None and other == ip
+        # an IPv4 address written as IPv6 (``::ffff:a.b.c.d``, 6to4, NAT64) is the same
+        # host: a denied ``a.b.c.d`` must not be reachable as ``[::ffff:a.b.c.d]``
+        inner = embedded_ipv4(ip)
+        return _ip_matches(ip, entry) or (inner is not None and _ip_matches(inner, entry))
     if entry.startswith("*."):
         entry = entry[1:]
     if entry.startswith("."):
         return host == entry[1:] or host.endswith(entry)
     return host == entry
+
+
+def _ip_matches(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, entry: str) -> bool:
+    if "/" in entry:
+        try:
+            return ip in ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return False
+    other = _ip(entry)
+    return other is not None and other == ip
 
 
 @dataclass(frozen=True)

@@ -189,15 +189,25 @@ def active() -> FileConfinement | None:
 
 def checked_open(path: str | os.PathLike[str], flags: int = os.O_RDONLY) -> int:
     """``os.open`` for reading; under an active confinement the fd is verified (where it
-    really landed) before it is returned. Raises OSError or :class:`FileOpError`."""
-    fd = os.open(path, flags | os.O_CLOEXEC)
-    conf = _ACTIVE.get()
-    if conf is not None:
-        try:
+    really landed) before it is returned. Raises OSError or :class:`FileOpError`.
+
+    Only regular files and folders are opened, confined or not: the open is non-blocking
+    and the type is checked on the fd, so a FIFO a script made (or swapped in after a
+    listing) cannot hold a host worker in ``open()`` forever, and a device such as
+    ``/dev/zero`` cannot feed a tool an endless read."""
+    fd = os.open(path, flags | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise FileOpError(f"Cannot read {os.fspath(path)!r}: it is not a regular file "
+                              "(a FIFO, socket or device); file tools read only files")
+        os.set_blocking(fd, True)
+        conf = _ACTIVE.get()
+        if conf is not None:
             conf.verify_fd(fd, os.fspath(path))
-        except BaseException:
-            os.close(fd)
-            raise
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

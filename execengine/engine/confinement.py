@@ -16,18 +16,46 @@ import shutil
 from collections.abc import Sequence
 
 from execengine.config import Config
+from execengine.confine.beneath import is_beneath
 from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
+from execengine.errors import SandboxError
 from execengine.rpc.channel import make_socket_dir
+
+#: folders a sandbox is never given as its working directory: the engine would grant the
+#: sandbox's uid write access to the folder itself (an ACL for the execution), and with
+#: ``/etc`` that is ``/etc/ld.so.preload``, with ``/`` renaming ``/usr``
+SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                  "/home", "/opt", "/proc", "/run", "/sbin", "/srv", "/sys", "/usr", "/var")
+#: ... nor anything beneath these
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
+                "/proc", "/sbin", "/sys", "/usr")
+
+
+def check_workdir(cwd: str, policy: ExecutionPolicy) -> None:
+    """Refuse a sandboxed execution's working directory that is a system folder or lies
+    in a denied path (a batch task's ``cwd`` or an API caller's may be anything)."""
+    if policy.level in ("none", "ssh"):
+        return  # the script runs with the caller's own uid (or remotely): nothing granted
+    real = os.path.realpath(cwd)
+    if real in SYSTEM_FOLDERS or any(is_beneath(real, t) for t in SYSTEM_TREES):
+        raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it is a "
+                           "system folder (the sandbox would be granted write access to it)")
+    for denied in policy.denied_paths:
+        if is_beneath(real, os.path.realpath(os.path.expanduser(denied))):
+            raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it lies "
+                               f"in a denied path ({denied})")
 
 
 def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Sequence[str],
                      stack: contextlib.ExitStack) -> ExecutionPolicy:
     """The execution's policy; with an allow-list, its proxy is started and closed (its
-    folder removed) with ``stack``, and the policy names the proxy's port and socket."""
+    folder removed) with ``stack``, and the policy names the proxy's port and socket.
+    Raises :class:`SandboxError` for a working directory no sandbox may be given."""
     policy = ExecutionPolicy.for_execution(config, cwd=cwd, level=level,
                                            extra_writable=tuple(extra_writable))
+    check_workdir(cwd, policy)
     if policy.network != "allowlist":
         return policy
     proxy_dir = make_socket_dir()

@@ -29,6 +29,8 @@ from execengine.launch.base import Child
 TICK = 0.05
 #: bound on waiting for the end markers once the kernel said a cell is done
 DRAIN_SECONDS = 2.0
+#: bytes after a cell's end marker kept for the next cell's output (the rest is dropped)
+MAX_CARRY = 1 << 20
 #: a reply line longer than this is a protocol violation (the kernel is killed)
 MAX_REPLY_BYTES = 1 << 20
 #: how long close() lets a kernel exit by itself (EOF on its command pipe) before killing
@@ -65,13 +67,18 @@ class _Cut:
 
     def feed(self, data: bytes) -> None:
         if self.found:
-            self.rest += data
+            # a cell can write its own marker early (it is in the kernel's frame) and
+            # flood: keep a bounded head for the next cell, drop the rest
+            room = MAX_CARRY - len(self.rest)
+            if room > 0:
+                self.rest += data[:room]
             return
         buf = self.buf + data
         i = buf.find(self.marker)
         if i >= 0:
             self.capture.feed(buf[:i])
-            self.rest, self.buf, self.found = buf[i + len(self.marker):], b"", True
+            self.rest = buf[i + len(self.marker):][:MAX_CARRY]
+            self.buf, self.found = b"", True
             return
         keep = len(self.marker) - 1  # a marker may be split across reads
         self.capture.feed(buf[:-keep] if len(buf) > keep else b"")

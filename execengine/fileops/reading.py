@@ -15,10 +15,12 @@ from typing import Any
 
 from execengine.confine.files import open_binary
 from execengine.errors import FileOpError
-from execengine.fileops.textio import SNIFF_BYTES, looks_binary
+from execengine.fileops.textio import SNIFF_BYTES, bounded_lines, looks_binary
 
 MAX_LINE_CHARS = 2000
 MAX_LIMIT = 5000
+#: how much of one line is read at a time (the rest of a longer line is skipped)
+_LINE_BYTES = 4 * (MAX_LINE_CHARS + 8)
 
 
 @dataclass
@@ -102,17 +104,18 @@ def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
     returned = 0
     long_lines: list[int] = []
     stopped_at: int | None = None  # first line not shown although inside the window
-    for number, raw in enumerate(fh, start=1):
+    # a line is read at most _LINE_BYTES at a time: one endless line costs no more
+    for number, (raw, skipped) in enumerate(bounded_lines(fh, _LINE_BYTES), start=1):
         total = number
         if number < offset or number >= offset + limit or stopped_at is not None:
             continue
         text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
         if number == 1 and text.startswith("\ufeff"):
             text = text[1:]
-        if len(text) > MAX_LINE_CHARS:
+        if len(text) + skipped > MAX_LINE_CHARS:
             long_lines.append(number)
-            text = (text[:MAX_LINE_CHARS]
-                    + f" … [line cut: {len(text)} characters, {MAX_LINE_CHARS} shown]")
+            text = (text[:MAX_LINE_CHARS] + f" … [line cut: {len(text) + skipped} "
+                    f"characters, {MAX_LINE_CHARS} shown]")
         row = f"{number:>6}|{text}"
         if returned and used + len(row) + 1 > max_chars:
             stopped_at = number

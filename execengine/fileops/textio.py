@@ -12,7 +12,9 @@ import contextlib
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from execengine.confine.files import is_anchored, open_binary
 from execengine.errors import FileOpError
@@ -56,10 +58,22 @@ def read_text(path: Path, what: str = "read", *, strict: bool = False) -> str:
                           f"{exc.start}); rewrite it with write_file instead") from None
 
 
+#: the largest file an editing tool loads whole (a script may make files of up to
+#: ``max_file_mb``, sparse ones instantly: without a cap each call of its parallel ones
+#: would make the host hold the whole file, twice)
+MAX_EDIT_BYTES = 16 * 1024 * 1024
+
+
 def read_bytes(path: Path, what: str = "read") -> bytes:
     try:
         with open_binary(path) as fh:  # verified under a confining policy
-            return fh.read()
+            data = fh.read(MAX_EDIT_BYTES + 1)
+            if len(data) > MAX_EDIT_BYTES:
+                size = os.fstat(fh.fileno()).st_size
+                raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is too large "
+                                  f"({size} bytes; the tools edit files of at most "
+                                  f"{MAX_EDIT_BYTES} bytes)", file_size=size)
+            return data
     except IsADirectoryError:
         raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is a directory") from None
     except FileNotFoundError:
@@ -68,6 +82,25 @@ def read_bytes(path: Path, what: str = "read") -> bytes:
         raise FileOpError(f"Permission denied: {os.fspath(path)!r}") from None
     except OSError as exc:
         raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+
+
+def bounded_lines(fh: IO[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
+    """The lines of ``fh`` (newline kept) as ``(head, skipped)``: ``head`` is at most
+    ``limit`` bytes, ``skipped`` the number of characters of the rest of a longer line
+    (its newline not counted), which is read and dropped. Memory stays bounded by
+    ``limit`` however long a line is (a file of one endless line included)."""
+    while True:
+        head = fh.readline(limit)
+        if not head:
+            return
+        skipped = 0
+        if len(head) == limit and not head.endswith(b"\n"):
+            while True:  # the rest of a long line, counted, not kept
+                more = fh.readline(limit)
+                skipped += len(more.rstrip(b"\r\n").decode("utf-8", errors="replace"))
+                if not more or more.endswith(b"\n"):
+                    break
+        yield head, skipped
 
 
 def atomic_write(path: Path, data: bytes) -> bool:

@@ -9,10 +9,12 @@ when one is given.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 import json
 import logging
+import secrets
 import socket
 import sys
 from typing import Any
@@ -49,6 +51,23 @@ def build_server(registry: ToolRegistry, *, serve_tools: bool | None = None) -> 
                        input_schema=fn["parameters"])
             for fn in offered_tools(registry, serve_tools=serve_tools)])
 
+    # one task id per client: execute_code keeps a session kernel (and approvals are
+    # remembered) per task, so one shared id let every client of an HTTP server read
+    # the variables another client's scripts left in that kernel. Over stdio the process
+    # serves one client; over HTTP a client is its Mcp-Session-Id (random, checked by the
+    # SDK's session manager), hashed so the id itself names nothing on the host; a
+    # request without one keeps no state.
+    stdio_task = "mcp-" + secrets.token_hex(8)
+
+    def task_of(ctx: Any) -> str:
+        request = getattr(ctx, "request", None)
+        if request is None:
+            return stdio_task
+        sid = request.headers.get("mcp-session-id", "")
+        if not sid:
+            return "mcp-" + secrets.token_hex(8)
+        return "mcp-" + hashlib.sha256(sid.encode()).hexdigest()[:16]
+
     async def call_tool(ctx: Any, params: Any) -> Any:
         names = {fn["name"] for fn in offered_tools(registry, serve_tools=serve_tools)}
         if params.name not in names:
@@ -56,7 +75,7 @@ def build_server(registry: ToolRegistry, *, serve_tools: bool | None = None) -> 
                                         f"{', '.join(sorted(names))}"})
         else:
             text = await registry.adispatch(params.name, params.arguments or {},
-                                            task_id="mcp")
+                                            task_id=task_of(ctx))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     is_error=_is_error(text))
 

@@ -14,6 +14,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
+
+try:  # the regex engine releases the GIL and takes a timeout; the file tools shipped to an
+    import regex  # ssh remote (standard library only) fall back to re there
+except ImportError:  # pragma: no cover - exercised on the remote
+    regex = None
+
+from execengine.errors import SearchTooSlowError
+
+#: how long one glob or .gitignore pattern may take on one name: both come from scripts
+#: (a ``file_glob``, a .gitignore the script wrote) and ``*a*a*a...*b`` backtracks for
+#: ever; the ``regex`` engine releases the GIL meanwhile, ``re`` would freeze the host
+MATCH_SECONDS = 2.0
+
+
+def _bounded(pattern: Any, method: str, subject: str, text: str) -> bool:
+    if regex is None:
+        return getattr(pattern, method)(subject) is not None
+    try:
+        found = getattr(pattern, method)(subject, timeout=MATCH_SECONDS, concurrent=True)
+    except TimeoutError:
+        raise SearchTooSlowError(f"the pattern {text!r} took longer than {MATCH_SECONDS:g}s to "
+                          "match one name (too many '*'): simplify it") from None
+    return found is not None
 
 
 def _translate(pattern: str, *, braces: bool) -> str:
@@ -80,23 +104,25 @@ def _translate(pattern: str, *, braces: bool) -> str:
 @dataclass(frozen=True)
 class Glob:
     text: str
-    regex: re.Pattern[str]
+    regex: Any  # a regex.Pattern (see MATCH_SECONDS)
     on_path: bool  # match the relative path (the glob has a '/'), else the file name
 
     def matches(self, rel_path: str) -> bool:
         subject = rel_path if self.on_path else rel_path.rsplit("/", 1)[-1]
-        return self.regex.fullmatch(subject) is not None
+        return _bounded(self.regex, "fullmatch", subject, self.text)
 
 
 def compile_glob(text: str) -> Glob:
     body = text[2:] if text.startswith("./") else text
     on_path = "/" in body.strip("/") or body.startswith("**")
-    return Glob(text, re.compile(_translate(body.lstrip("/"), braces=True)), on_path)
+    translated = _translate(body.lstrip("/"), braces=True)
+    re.compile(translated)  # Python's verdict on the syntax (re.error for the caller)
+    return Glob(text, (regex or re).compile(translated), on_path)
 
 
 @dataclass(frozen=True)
 class IgnoreRule:
-    regex: re.Pattern[str]
+    regex: Any  # a regex.Pattern (see MATCH_SECONDS)
     negate: bool
     dir_only: bool
 
@@ -125,9 +151,12 @@ def parse_gitignore(text: str) -> list[IgnoreRule]:
         if not anchored:
             body = "(?:.*/)?" + body
         try:
-            rules.append(IgnoreRule(re.compile(body + r"\Z", re.DOTALL), negate, dir_only))
-        except re.error:
+            compiled = re.compile(body + r"\Z", re.DOTALL)
+            if regex is not None:
+                compiled = regex.compile(body + r"\Z", regex.DOTALL)
+        except (re.error, getattr(regex, "error", re.error)):
             continue  # git ignores lines it cannot parse
+        rules.append(IgnoreRule(compiled, negate, dir_only))
     return rules
 
 
@@ -136,6 +165,6 @@ def ignore_verdict(rules: list[IgnoreRule], rel_path: str, is_dir: bool) -> bool
     for rule in reversed(rules):
         if rule.dir_only and not is_dir:
             continue
-        if rule.regex.match(rel_path):
+        if _bounded(rule.regex, "match", rel_path, rel_path):
             return not rule.negate
     return None

@@ -16,6 +16,7 @@ from execengine.confine.files import open_binary
 from execengine.errors import FileOpError
 from execengine.fileops.paths import PathGuard
 from execengine.fileops.search.query import Hit, Query
+from execengine.fileops.textio import MAX_EDIT_BYTES
 
 MAX_LINE_CHARS = 500
 
@@ -115,7 +116,8 @@ def _add_context(matches: list[dict[str, Any]], hits: list[Hit], n: int) -> None
         if hit.path not in cache:
             try:
                 with open_binary(hit.path) as fh:  # verified under a confining policy
-                    text = fh.read().decode("utf-8", errors="replace")
+                    # context from the first MAX_EDIT_BYTES only: a script's file may be huge
+                    text = fh.read(MAX_EDIT_BYTES).decode("utf-8", errors="replace")
             except (OSError, FileOpError):
                 text = ""
             lines = text.split("\n")
