@@ -85,9 +85,23 @@ class Child(abc.ABC):
         group or session, and reap what is ours. After it returns no process of the
         execution runs (zombies of foreign parents may linger until their reaper runs)."""
 
-    @abc.abstractmethod
+    _closed = False
+
     def close(self) -> None:
-        """Release resources (pipes, cgroup, uid slot). Idempotent; implies :meth:`kill`."""
+        """Kill everything of the execution, close the pipes, release what the launcher
+        holds for it (:meth:`release`). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.kill()
+        finally:
+            self.close_pipes()
+            self.release()
+
+    def release(self) -> None:  # noqa: B027 - optional hook
+        """What a launcher holds for this child beyond its pipes (cgroup, uid slot, grants,
+        a forwarded socket); called once, by :meth:`close`, after the kill."""
 
     def oom_kills(self) -> int:
         """How many processes of the execution the kernel's OOM killer ended, where the

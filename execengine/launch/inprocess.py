@@ -150,11 +150,6 @@ class InProcessChild(Child):
                 self._status = -signal.SIGKILL
                 self._done.set()
 
-    def close(self) -> None:
-        self.kill()
-        self.close_pipes()
-
-
 class InProcessLauncher(Launcher):
     """Starts scripted children in-process; ``bootstrap=False`` leaves the hello and the
     ready byte to the script (to play a child that never says hello)."""

@@ -36,7 +36,6 @@ class LocalChild(Child):
         self.stderr = proc.stderr
         self.run_token = run_token
         self.processes = ProcessSet.of_popen(proc, RUN_TOKEN_VAR, run_token)
-        self._closed = False
         #: a confirmed sweep ran after the main process was reaped: nothing of the
         #: execution is left that a second sweep could find
         self._swept = False
@@ -64,14 +63,6 @@ class LocalChild(Child):
         self.wait(REAP_SECONDS)
         self._swept = reaped_before and confirmed
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.kill()
-        finally:
-            self.close_pipes()
 
 
 class LocalLauncher(Launcher):

@@ -143,7 +143,6 @@ class SandboxChild(Child):
         self._group = group
         self._grants = grants
         self._tmpdir = tmpdir
-        self._closed = False
         self._dead = False
         self._empty = False
         self._lock = threading.Lock()
@@ -247,23 +246,16 @@ class SandboxChild(Child):
     def cgroup_dirs(self) -> tuple[str, ...]:
         return tuple(self._group.dirs) if self._group is not None else ()
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.kill()
-        finally:
-            self.close_pipes()
-            with self._lock:
-                if self._status_fd is not None:
-                    os.close(self._status_fd)
-                    self._status_fd = None
-            # after the init's report only the namespace's holder and init are left in the
-            # cgroup, exiting by themselves: give them a moment before a cgroup.kill
-            self._launcher.retire(self._slot, confirmed_dead=self._dead, grants=self._grants,
-                                  group=self._group, tmp=self._tmpdir,
-                                  grace=TEARDOWN_GRACE if self._empty else 0.0)
+    def release(self) -> None:
+        with self._lock:
+            if self._status_fd is not None:
+                os.close(self._status_fd)
+                self._status_fd = None
+        # after the init's report only the namespace's holder and init are left in the
+        # cgroup, exiting by themselves: give them a moment before a cgroup.kill
+        self._launcher.retire(self._slot, confirmed_dead=self._dead, grants=self._grants,
+                              group=self._group, tmp=self._tmpdir,
+                              grace=TEARDOWN_GRACE if self._empty else 0.0)
 
 
 class SandboxLauncher(Launcher):

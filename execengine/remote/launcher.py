@@ -220,7 +220,6 @@ class SshChild(Child):
         self.stderr: IO[bytes] = proc.stderr
         self._connection = connection
         self._forward = forward
-        self._closed = False
 
     def poll(self) -> int | None:
         return self._proc.poll()
@@ -249,13 +248,6 @@ class SshChild(Child):
             ProcessSet.of_popen(self._proc).kill()  # ssh and its group
             self._proc.wait()
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self.kill()
-        finally:
-            self.close_pipes()
-            if self._forward is not None:
-                self._connection.cancel_socket(*self._forward)
+    def release(self) -> None:
+        if self._forward is not None:
+            self._connection.cancel_socket(*self._forward)
