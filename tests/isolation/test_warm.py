@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
+import psutil
 import pytest
 
 from execengine.isolation.detect import detect
@@ -74,6 +76,13 @@ def test_background_runs_inline_once_closed():
     assert ran == [1]
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not detect().levels.get("restricted"),
                     reason="sandbox levels as root only")
 @pytest.mark.parametrize("launcher_cls", [p.values[0] for p in LEVELS], ids=["r", "i"])
@@ -91,6 +100,12 @@ def test_a_dead_warm_entry_is_replaced_by_a_cold_one(launcher_cls, tmp_path):
         victim = entries[0].pid
         assert victim > 0
         os.kill(victim, signal.SIGKILL)
+        # dead means its exit has run (a zombie until the spawner reaps it, or gone): until
+        # then the namespace's init it holds may still take the plan
+        deadline = time.monotonic() + 10
+        while _running(victim) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert not _running(victim)
         with launcher.launch(spec("print('two')", tmp_path)) as child:
             assert child.wait(20) == 0, child.stderr.read()
             assert child.stdout.read() == b"two\n"
