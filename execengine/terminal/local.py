@@ -16,10 +16,10 @@ from execengine.terminal._pump import drain, pump
 from execengine.terminal.backend import (
     TIMEOUT_EXIT_CODE,
     CommandResult,
-    LogChunk,
     ProcessInfo,
     TerminalBackend,
 )
+from execengine.terminal.background import BackgroundTable
 from execengine.terminal.output import HeadTail, Ring
 
 
@@ -74,7 +74,7 @@ class _Background:
         self._thread.join(timeout=10)
 
 
-class LocalBackend(TerminalBackend):
+class LocalBackend(BackgroundTable[_Background], TerminalBackend):
     """Runs commands with ``bash -c`` in a new session; see :mod:`execengine.terminal.procs`.
 
     ``kill_grace`` is the time between SIGTERM and SIGKILL; ``buffer_chars`` the ring buffer
@@ -90,8 +90,7 @@ class LocalBackend(TerminalBackend):
         self.kill_grace = kill_grace
         self.buffer_chars = buffer_chars
         self.max_background = max_background
-        self._lock = threading.Lock()
-        self._procs: dict[str, _Background] = {}
+        BackgroundTable.__init__(self)
         self._ids = itertools.count(1)
         self._closed = False
 
@@ -154,32 +153,6 @@ class LocalBackend(TerminalBackend):
             sp = self._spawn(command, cwd, env, pty)
             bg = _Background(proc_id, task, command, cwd, sp, self.buffer_chars)
             self._procs[proc_id] = bg
-        return bg.info()
-
-    def _get(self, proc_id: str, task: str) -> _Background:
-        with self._lock:
-            bg = self._procs.get(proc_id)
-        if bg is None or bg.task != task:
-            raise KeyError(proc_id)
-        return bg
-
-    def processes(self, task: str | None = None) -> list[ProcessInfo]:
-        with self._lock:
-            found = [p for p in self._procs.values() if task is None or p.task == task]
-        return [p.info() for p in found]
-
-    def poll(self, proc_id: str, *, task: str) -> ProcessInfo:
-        return self._get(proc_id, task).info()
-
-    def read(self, proc_id: str, *, task: str, since: int | None = None) -> LogChunk:
-        bg = self._get(proc_id, task)
-        text, end, dropped = bg.ring.read(bg.cursor if since is None else since)
-        bg.cursor = end
-        return LogChunk(text, end, dropped)
-
-    def wait(self, proc_id: str, *, task: str, timeout: float) -> ProcessInfo:
-        bg = self._get(proc_id, task)
-        bg.done.wait(max(0.0, timeout))
         return bg.info()
 
     def kill(self, proc_id: str, *, task: str) -> ProcessInfo:
