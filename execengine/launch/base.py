@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
@@ -120,6 +121,27 @@ class Child(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PopenChild(Child):
+    """A child that is one :class:`subprocess.Popen` here (the interpreter itself, or the
+    ``ssh`` client carrying it): its pipes, exit status and wait."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+        assert proc.stdout is not None and proc.stderr is not None
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    def poll(self) -> int | None:
+        return self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
 
 
 class Launcher(abc.ABC):

@@ -20,34 +20,21 @@ import signal
 import subprocess
 
 from execengine.errors import SandboxError
-from execengine.launch.base import Child, Launcher, LaunchSpec
+from execengine.launch.base import Launcher, LaunchSpec, PopenChild
 from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
 
 #: how long kill() waits for the main process to be reaped after SIGKILL
 REAP_SECONDS = 2.0
 
 
-class LocalChild(Child):
+class LocalChild(PopenChild):
     def __init__(self, proc: subprocess.Popen[bytes], run_token: str) -> None:
-        self._proc = proc
-        self.pid = proc.pid
-        assert proc.stdout is not None and proc.stderr is not None
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
+        super().__init__(proc)
         self.run_token = run_token
         self.processes = ProcessSet.of_popen(proc, RUN_TOKEN_VAR, run_token)
         #: a confirmed sweep ran after the main process was reaped: nothing of the
         #: execution is left that a second sweep could find
         self._swept = False
-
-    def poll(self) -> int | None:
-        return self._proc.poll()
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        try:
-            return self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
 
     def terminate(self) -> None:
         self.processes.signal(signal.SIGTERM)

@@ -26,10 +26,10 @@ import tarfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from execengine._resources import sandbox_dir
-from execengine.launch.base import Child, Launcher, LaunchSpec
+from execengine.launch.base import Launcher, LaunchSpec, PopenChild
 from execengine.proctree import ProcessSet
 from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
 
@@ -210,25 +210,12 @@ def remote_env(env: Mapping[str, str], rpc_socket: str | None) -> dict[str, str]
     return out
 
 
-class SshChild(Child):
+class SshChild(PopenChild):
     def __init__(self, proc: subprocess.Popen[bytes], connection: SshConnection,
                  forward: tuple[str, str] | None) -> None:
-        self._proc = proc
-        self.pid = proc.pid
-        assert proc.stdout is not None and proc.stderr is not None
-        self.stdout: IO[bytes] = proc.stdout
-        self.stderr: IO[bytes] = proc.stderr
+        super().__init__(proc)
         self._connection = connection
         self._forward = forward
-
-    def poll(self) -> int | None:
-        return self._proc.poll()
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        try:
-            return self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
 
     def terminate(self) -> None:
         stdin = self._proc.stdin
