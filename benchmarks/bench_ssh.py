@@ -29,24 +29,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from execengine.bench.speed import noop_engine
+from execengine.bench.speed import ROUND_TRIPS, noop_engine
 from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config
 from execengine.remote.host import REMOTE, RemoteHost
 from execengine.remote.ssh import quote
 from tests.remote.sshd import available, loopback_remote
-
-_CALLS = """
-import json, time
-from hermes_tools import web_search
-web_search()
-t = []
-for _ in range({n}):
-    t0 = time.perf_counter()
-    web_search()
-    t.append(time.perf_counter() - t0)
-print(json.dumps(t))
-"""
 
 
 class Echo:
@@ -81,7 +69,7 @@ def measure(overrides: dict[str, object], *, reps: int, calls: int) -> list[Figu
         raw: list[float] = []
 
         def script() -> float:
-            r = engine.execute(_CALLS.format(n=calls))
+            r = engine.execute(ROUND_TRIPS.format(n=calls))
             if r.status != "success":
                 raise RuntimeError(f"the round-trip script failed: {r.error} {r.stderr}")
             tool.extend(json.loads(r.output))

@@ -226,7 +226,8 @@ def launch(config: Config, *, reps: int, levels: list[str]) -> list[Figure]:
     return out
 
 
-_ROUND_TRIPS = """
+#: a script timing ``n`` no-op round trips after one warm-up call (its connect); prints them
+ROUND_TRIPS = """
 import json, time
 from hermes_tools import web_search
 web_search()
@@ -299,7 +300,7 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
     with noop_engine(config, "none", **{"code_execution.mode": "strict"}) as engine:
 
         def script() -> float:
-            r = _checked(engine.execute(_ROUND_TRIPS.format(n=calls)), "round trips")
+            r = _checked(engine.execute(ROUND_TRIPS.format(n=calls)), "round trips")
             ours.extend(json.loads(r.output))
             return 0.0
 
