@@ -436,6 +436,12 @@ class RpcClient:
                 self._pending.pop(req_id, None)
                 failure = self._failure  # the reader saw why, e.g. the host went away
             raise ToolCallError(failure or f"could not send the call to {name!r}: {exc}") from None
+        except BaseException:
+            # interrupted (a signal handler raised): the rest of the call goes out ahead of
+            # the next message, and its reply finds nobody waiting
+            with self._pending_lock:
+                self._pending.pop(req_id, None)
+            raise
         return req_id
 
     @staticmethod

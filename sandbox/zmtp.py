@@ -23,6 +23,8 @@ import socket
 import struct
 import threading
 import time
+from functools import reduce
+from operator import iadd
 
 TYPE_CHECKING = False  # no typing import at run time: the child starts fast
 if TYPE_CHECKING:
@@ -46,7 +48,10 @@ GREETING = (b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"
 _COMPATIBLE_PEERS = (b"ROUTER", b"DEALER", b"REP")
 DEFAULT_MAX_FRAME = 1 << 30
 _CHUNK = 1 << 16
-_SMALL = 1 << 16
+#: the most one read asks for while a large frame's body is still missing
+_BIG = 1 << 22
+#: nothing queued to send
+_NOTHING: tuple[tuple[bytes, ...], list[int]] = ((), [])
 
 
 class ZmtpError(Exception):
@@ -131,6 +136,8 @@ class ZmtpConnection:
         self._buf = bytearray()
         self._partial: list[bytes] = []  # frames of a message not yet complete
         self._send_lock = threading.Lock()
+        #: what is being sent and the byte counts sent of it so far (see _sendall)
+        self._out = _NOTHING
         self._closed = False
         self._close_reason = "connection closed"
         #: negotiated minor version (0 = ZMTP 3.0, 1 = ZMTP 3.1)
@@ -192,31 +199,59 @@ class ZmtpConnection:
         if not frames:
             raise ValueError("a message has at least one frame")
         last = len(frames) - 1
+        parts: list[bytes] = []
+        for i, frame in enumerate(frames):
+            parts.append(_frame_header(len(frame), FLAG_MORE if i < last else 0))
+            parts.append(frame)
         with self._send_lock:
-            for i, frame in enumerate(frames):
-                flags = FLAG_MORE if i < last else 0
-                header = _frame_header(len(frame), flags)
-                if len(frame) <= _SMALL:
-                    self._sendall(header + frame)
-                else:
-                    self._sendall(header)
-                    self._sendall(frame)
+            self._sendall(parts[0] + parts[1] if len(parts) == 2 and len(parts[1]) <= _CHUNK
+                          else tuple(parts))
 
     def _send_command(self, name: bytes, data: bytes = b"") -> None:
         with self._send_lock:
             self._sendall(encode_command(name, data))
 
-    def _sendall(self, data: bytes) -> None:
+    def _sendall(self, data: bytes | tuple[bytes, ...]) -> None:
+        """Send ``data`` (bytes, or a tuple of them sent back to back) whole; the send
+        lock is held.
+
+        A signal handler may raise part way (the caller's alarm, a ``KeyboardInterrupt``).
+        The rest then stays queued, and the next send delivers it first: the peer never
+        sees a torn frame. That needs each step's progress stored before any bytecode
+        runs, where the handler could raise: the byte count ``socket.send`` returns goes
+        straight into a list by ``list.extend(map(...))``, all in C."""
         if self._closed:
             raise PeerClosed(self._close_reason)
         try:
-            self._sock.sendall(data)
+            self._drain()  # what an interrupted send left
+            self._out = ((data,) if isinstance(data, bytes) else data, [])
+            self._drain()
+            self._out = _NOTHING
         except OSError as exc:
             # a partly sent frame leaves the stream unusable: the connection is over
             reason = ("timed out sending to the peer" if isinstance(exc, socket.timeout)
                       else f"connection lost while sending: {exc}")
             self._shutdown(reason)
             raise PeerClosed(reason) from exc
+
+    def _drain(self) -> None:
+        parts, sent = self._out
+        done = sum(sent)  # bytes of ``parts`` already sent
+        send = self._sock.send
+        for part in parts:
+            size = len(part)
+            if done >= size:
+                done -= size
+                continue
+            if not done:
+                sent.extend(map(send, (part,)))
+                done = sent[-1]
+            if done < size:
+                with memoryview(part) as view:
+                    while done < size:
+                        sent.extend(map(send, (view[done:],)))
+                        done += sent[-1]
+            done = 0
 
     # -- receiving ------------------------------------------------------------------------
 
@@ -309,49 +344,33 @@ class ZmtpConnection:
                         body = bytes(buf[start:end])
                         del buf[:end]
                         return flags, body
-                    if end - have > _CHUNK:
-                        self._fill(end - have)
-                        continue
-            buf += self._recv(_CHUNK)
+                    self._pull(min(max(end - have, _CHUNK), _BIG))
+                    continue
+            self._pull(_CHUNK)
 
     def _read_exact(self, n: int) -> bytes:
         """Exactly ``n`` bytes (the greeting), however the peer splits them."""
         buf = self._buf
         while len(buf) < n:
-            buf += self._recv(_CHUNK)
+            self._pull(_CHUNK)
         out = bytes(buf[:n])
         del buf[:n]
         return out
 
-    def _fill(self, n: int) -> None:
-        """Append exactly ``n`` more bytes to the buffer (a large frame's rest), reading
-        straight into it."""
+    def _pull(self, size: int) -> None:
+        """Append what the socket has (at most ``size`` bytes, waiting for at least one)
+        to the buffer.
+
+        A signal handler runs, and may raise, at the first bytecode after a call returns.
+        ``buf += sock.recv(size)`` would lose the chunk then: it is received but not yet
+        stored. Here ``functools.reduce`` appends it with ``operator.iadd``, all in C, so
+        what the socket gave is in the buffer before any bytecode runs."""
         buf = self._buf
         have = len(buf)
-        buf.extend(bytes(n))
-        view = memoryview(buf)
-        try:
-            while n:
-                got = self._recv_into(view[have:have + n])
-                have += got
-                n -= got
-        finally:
-            view.release()
-            del buf[have:]
-
-    def _recv(self, size: int) -> bytes:
-        chunk: bytes = self._recv_op(lambda: self._sock.recv(size))
-        if not chunk:
+        self._recv_op(lambda: reduce(iadd, map(self._sock.recv, (size,)), buf))
+        if len(buf) == have:
             raise PeerClosed("peer closed the connection" if not self._closed
                              else self._close_reason)
-        return chunk
-
-    def _recv_into(self, view: memoryview) -> int:
-        got: int = self._recv_op(lambda: self._sock.recv_into(view))
-        if not got:
-            raise PeerClosed("peer closed the connection" if not self._closed
-                             else self._close_reason)
-        return got
 
     def _recv_op(self, op: Callable[[], Any]) -> Any:
         if self._closed:

@@ -351,12 +351,6 @@ def test_idle_reader_steps_in_for_waiting_asyncio_calls(
     assert "execengine-rpc" in readers  # the background reader served the second batch
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open bug, timing-dependent: when the signal arrives as recv() returns data, Python runs "
-    "the raising handler right after the call (before the bytes are stored in the "
-    "connection's buffer), so that chunk is lost and the next frame header is read from the "
-    "middle of a body (sandbox/zmtp.py _recv); needs a read that stores before any bytecode "
-    "runs"))
 def test_an_interrupted_leader_leaves_the_stream_intact(short_dir: Path) -> None:
     # the reply is cut in two; the caller is interrupted (a signal handler raises) between
     # the halves: the next call still reads whole frames

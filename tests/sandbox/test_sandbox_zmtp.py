@@ -288,3 +288,49 @@ def test_malformed_input_after_handshake(short_dir: Path, wire: bytes, match: st
 
     with RawServer(path, serve), connect(path) as conn, pytest.raises(zmtp.ZmtpError, match=match):
         conn.recv()
+
+
+@pytest.mark.parametrize("frames", [(b"x" * (8 << 20),), (b"head", b"y" * (8 << 20))],
+                         ids=["one frame", "two frames"])
+def test_a_send_interrupted_part_way_is_finished_by_the_next(frames: tuple[bytes, ...]) -> None:
+    # the peer reads nothing, so the 8 MiB send blocks part way; a signal handler raises
+    # there. The rest stays queued and goes out before the next message: the peer reads
+    # whole frames (a torn frame would make the second message's header part of a body)
+    import signal
+
+    class Interrupted(Exception):
+        pass
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise Interrupted
+
+    main = threading.get_ident()
+    ours, peer = socket.socketpair()
+    conn = zmtp.ZmtpConnection(ours)
+
+    def interrupt_once_blocked() -> None:
+        import select
+
+        select.select([peer], [], [])  # the send has begun; it cannot finish unread
+        signal.pthread_kill(main, signal.SIGUSR1)
+
+    old = signal.signal(signal.SIGUSR1, on_signal)
+    try:
+        waker = threading.Thread(target=interrupt_once_blocked)
+        waker.start()
+        with pytest.raises(Interrupted):
+            conn.send(*frames)
+        waker.join()
+        received: list[tuple[int, bytes]] = []
+        reader = threading.Thread(target=lambda: received.extend(
+            read_frame(peer) for _ in range(len(frames) + 1)))
+        reader.start()
+        conn.send(b"next")
+        reader.join(30)
+        flags = [(zmtp.FLAG_MORE if i < len(frames) - 1 else 0)
+                 | (zmtp.FLAG_LONG if len(frame) > 255 else 0) for i, frame in enumerate(frames)]
+        assert received == [*zip(flags, frames, strict=True), (0, b"next")]
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        conn.close()
+        peer.close()
