@@ -6,6 +6,15 @@ Every execution gets its own listening Unix socket at ``<private dir>/rpc.sock``
 run in a :class:`~execengine.rpc.pool.WorkerPool`, and a worker writes its call's reply
 itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call.
 
+**Fast calls skip the hop.** Waking a worker costs more than a short call itself (on a
+small VM about half of a no-op round trip's host CPU). So a call of a tool whose calls have
+all been fast (under :data:`INLINE_FAST`) runs on the loop thread, once the loop's turn is
+done. A *standby* thread watches it: should such a call run longer than :data:`HANDOVER`,
+the standby takes the loop over at once, and the tool's calls go to the pool from then on
+(slow is for good, so one tool can hold at most one thread this way). The thread that ran
+the call becomes the standby, or ends if there is one already. The standby only polls
+while calls run inline, and sleeps once none has for :data:`STANDBY_COOL`.
+
 What one script cannot do to the host or to other executions:
 
 * **break the loop**: every message is handled in its own ``try`` (a failure closes only
@@ -48,7 +57,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from execengine.errors import TransportError
 from execengine.rpc import protocol, zmtp
@@ -70,6 +79,14 @@ EMFILE_PAUSE = 0.05
 TICK = 0.1
 #: messages held while the channel does not yet know which uid its child runs as
 MAX_PENDING = 64
+#: a tool whose calls all took less than this (seconds) has its calls run on the loop thread
+INLINE_FAST = 0.001
+#: a call on the loop thread running longer than this hands the loop to the standby thread
+HANDOVER = 0.002
+#: how often the standby looks while calls run on the loop thread
+STANDBY_POLL = 0.001
+#: the standby sleeps (until the next inline call wakes it) once none ran for this long
+STANDBY_COOL = 0.1
 _FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HUP = select.EPOLLHUP | select.EPOLLERR
 
@@ -109,8 +126,11 @@ class RpcServer:
 
     def __init__(self, *, max_workers: int = 256, max_message_bytes: int = 16 * 1024 * 1024,
                  socket_base: str | None = None, max_parallel_calls: int = 128,
-                 max_connections: int = 128, max_wait: float = 30.0) -> None:
+                 max_connections: int = 128, max_wait: float = 30.0,
+                 inline_calls: bool = True) -> None:
         self.max_message_bytes = max_message_bytes
+        #: fast tools' calls run on the loop thread (see the module docstring)
+        self.inline_calls = inline_calls
         self.max_parallel_calls = max_parallel_calls
         self.max_connections = max_connections
         self.socket_base = socket_base
@@ -131,6 +151,23 @@ class RpcServer:
         self._max_total = 0
         #: loop failures survived (each one restarted the loop)
         self.restarts = 0
+        # -- calls on the loop thread (see the module docstring) --
+        #: tool name -> its calls are fast; False is for good
+        self._fast: dict[str, bool] = {}
+        #: the call the loop runs itself at the end of this turn
+        self._held: _CallJob | None = None
+        #: guards the roles: ``_thread`` (the loop's owner), ``_standby`` and the fields below
+        self._role = threading.Lock()
+        self._standby: threading.Thread | None = None
+        self._standby_asleep = False
+        self._standby_wake = threading.Event()
+        self._inline_since: float | None = None  # the loop runs a call, since then
+        self._inline_tool = ""
+        self._last_inline = 0.0
+        #: calls that outran HANDOVER on the loop thread (each handed the loop over)
+        self.handovers = 0
+        #: what a finished call tells the server: (submit the next job, note the call's time)
+        self._job_hooks = (self._submit, self._note_speed)
 
     # -- public API (any thread) -------------------------------------------------------
 
@@ -200,12 +237,21 @@ class RpcServer:
                 return
             self._closed = True
             self._stopping = True
-            thread = self._thread
             listeners = list(self._listeners.values())
             self._listeners.clear()
-        if thread is not None:
-            self._wake()
-            thread.join(5.0)
+        self._wake()
+        self._standby_wake.set()
+        deadline = time.monotonic() + 5.0
+        while True:
+            with self._role:
+                # a thread running a call (hung, maybe) is not waited for: it stops after it
+                thread = self._thread if self._inline_since is None else None
+            if thread is None or thread is threading.current_thread():
+                break
+            thread.join(max(0.0, deadline - time.monotonic()))
+            with self._role:
+                if self._thread is thread or time.monotonic() >= deadline:
+                    break  # else the standby took the loop over meanwhile: wait for it
         for listener in listeners:
             self._close_listener(listener)
         self._handlers.clear()
@@ -238,13 +284,14 @@ class RpcServer:
                 self._epoll = select.epoll()
                 self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
                 self._epoll.register(self._wake_r, select.EPOLLIN)
-            if self._thread is None or not self._thread.is_alive():
-                if self._thread is not None:
-                    self.restarts += 1
-                    log.error("the RPC loop thread was gone; started a new one")
-                self._thread = threading.Thread(target=self._run, name="execengine-rpc",
-                                                daemon=True)
-                self._thread.start()
+            with self._role:
+                if self._thread is None or not self._thread.is_alive():
+                    if self._thread is not None:
+                        self.restarts += 1
+                        log.error("the RPC loop thread was gone; started a new one")
+                    self._thread = threading.Thread(target=self._run, name="execengine-rpc",
+                                                    daemon=True)
+                    self._thread.start()
             return self._epoll
 
     def _wake(self) -> None:
@@ -269,12 +316,19 @@ class RpcServer:
     # -- the loop thread ---------------------------------------------------------------
 
     def _run(self) -> None:
-        """The loop, restarted whenever it fails (supervision)."""
+        """The loop, restarted whenever it fails (supervision); or the standby, which may
+        become the loop. A thread that handed the loop over stands by, or ends."""
+        me = threading.current_thread()
         failures = 0
         while not self._stopping:
+            if self._thread is not me:
+                if not self._stand_by(me):
+                    return
+                continue
             try:
-                self._loop()
-                return
+                self._loop(me)
+                if self._thread is me:
+                    return  # stopping
             except BaseException:
                 if self._stopping:
                     return
@@ -283,11 +337,74 @@ class RpcServer:
                 log.exception("the RPC loop failed; restarting it")
                 time.sleep(min(0.5, 0.001 * 2 ** min(failures, 9)))
 
-    def _loop(self) -> None:
+    def _stand_by(self, me: threading.Thread) -> bool:
+        """Watch the loop while it runs calls itself; True once this thread has taken the
+        loop over, False when it is not needed (another one stands by, or stopping)."""
+        while True:
+            with self._role:
+                if self._stopping or self._standby is not me:
+                    return False
+                now = time.monotonic()
+                since = self._inline_since
+                if since is not None and now - since >= HANDOVER:
+                    # the call is slow: its tool's calls go to the pool from now on
+                    self._fast[self._inline_tool] = False
+                    self._thread, self._standby = me, None
+                    self.handovers += 1
+                    return True
+                hot = now - self._last_inline < STANDBY_COOL
+                if not hot:
+                    self._standby_asleep = True
+                    self._standby_wake.clear()
+            if hot:
+                time.sleep(STANDBY_POLL)
+            else:
+                self._standby_wake.wait()
+
+    def _run_held(self, me: threading.Thread, job: _CallJob) -> bool:
+        """Run ``job`` on this, the loop's, thread; False when the standby took the loop
+        over meanwhile (this thread then stands by in its place, or ends)."""
+        tool = job.call.tool
+        with self._role:
+            self._inline_since = self._last_inline = start = time.monotonic()
+            self._inline_tool = tool
+            if self._standby is None:
+                self._standby = threading.Thread(target=self._run, daemon=True,
+                                                 name="execengine-rpc-standby")
+                self._standby.start()
+            elif self._standby_asleep:
+                self._standby_asleep = False
+                self._standby_wake.set()
+        try:
+            job()
+        finally:
+            with self._role:
+                self._inline_since = None
+                if time.monotonic() - start >= INLINE_FAST:
+                    self._fast[tool] = False
+                owner = self._thread is me
+                if not owner and self._standby is None:
+                    self._standby = me
+        return owner
+
+    def _note_speed(self, tool: str, seconds: float) -> None:
+        """A call of ``tool`` took ``seconds``: a tool is fast until one call is not."""
+        if seconds >= INLINE_FAST:
+            self._fast[tool] = False
+        elif tool not in self._fast:
+            self._fast[tool] = True
+
+    def _loop(self, me: threading.Thread) -> None:
+        """Serve until stopping, or until the loop was handed to the standby."""
         epoll = self._epoll
         assert epoll is not None
         next_tick = time.monotonic() + TICK
         while not self._stopping:
+            job = self._held
+            if job is not None:  # left by a turn that failed
+                self._held = None
+                if not self._run_held(me, job):
+                    return
             events = epoll.poll(0 if self._unfinished else TICK)
             for conn in list(self._unfinished):
                 self._guarded(conn, 0)
@@ -309,6 +426,11 @@ class RpcServer:
             if now >= next_tick:
                 next_tick = now + TICK
                 self._housekeeping(now)
+            job = self._held
+            if job is not None:
+                self._held = None
+                if not self._run_held(me, job):
+                    return
 
     def _housekeeping(self, now: float) -> None:
         for job in self._pool.expired(now):
@@ -511,9 +633,12 @@ class RpcServer:
             conn.reply(protocol.result(call.id, json.dumps({"error": refusal},
                                                            ensure_ascii=False)))
             return
-        job = _CallJob(self, conn, call, generation)
+        job = _CallJob(self._job_hooks, conn, call, generation)
         if channel.enqueue(job):
-            self._submit(job)
+            if self._held is None and self.inline_calls and self._fast.get(call.tool):
+                self._held = job  # run by the loop itself at the end of this turn
+            else:
+                self._submit(job)
 
     def _submit(self, job: _CallJob | None) -> None:
         """Hand ``job`` (holding one of its execution's slots) to the pool. A job the pool
@@ -532,11 +657,13 @@ class RpcServer:
 class _CallJob:
     """One admitted tool call, run by a pool worker."""
 
-    __slots__ = ("call", "channel", "conn", "generation", "handler", "server")
+    __slots__ = ("call", "channel", "conn", "generation", "handler", "note_speed", "submit")
 
-    def __init__(self, server: RpcServer, conn: Connection, call: protocol.Call,
-                 generation: int = 0) -> None:
-        self.server, self.conn, self.call = server, conn, call
+    def __init__(self, hooks: tuple[Callable[[_CallJob | None], None],
+                                    Callable[[str, float], None]],
+                 conn: Connection, call: protocol.Call, generation: int = 0) -> None:
+        self.submit, self.note_speed = hooks
+        self.conn, self.call = conn, call
         self.channel = conn.channel
         # the cell (session kernel) it was admitted in, and that cell's handler
         self.generation, self.handler = generation, conn.channel.handler
@@ -549,7 +676,7 @@ class _CallJob:
         """Run this call; the execution's next waiting call goes to the back of the pool's
         queue (fair to other executions)."""
         self.run_one()
-        self.server._submit(self.channel.next_job())  # type: ignore[arg-type]
+        self.submit(self.channel.next_job())  # type: ignore[arg-type]
 
     def run_one(self) -> None:
         channel, call = self.channel, self.call
@@ -560,11 +687,13 @@ class _CallJob:
                 self.conn.reply(protocol.result(
                     call.id, json.dumps({"error": late_message()})))
                 return
+            start = time.monotonic()
             try:
                 text = self.handler(call.tool, call.args)
             except Exception as exc:  # the handler should not raise; be safe anyway
                 log.exception("tool handler for %s raised", call.tool)
                 text = json.dumps({"error": f"Tool execution failed: {exc}"})
+            self.note_speed(call.tool, time.monotonic() - start)
             if not isinstance(text, str):
                 text = json.dumps(text, ensure_ascii=False, default=str)
             if not channel.closed:  # else abandoned: the late result is dropped
