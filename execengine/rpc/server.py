@@ -7,13 +7,13 @@ run in a :class:`~execengine.rpc.pool.WorkerPool`, and a worker writes its call'
 itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call.
 
 **Fast calls skip the hop.** Waking a worker costs more than a short call itself (on a
-small VM about half of a no-op round trip's host CPU). So a call of a tool whose calls have
-all been fast (under :data:`INLINE_FAST`) runs on the loop thread, once the loop's turn is
-done. A *standby* thread watches it: should such a call run longer than :data:`HANDOVER`,
-the standby takes the loop over at once, and the tool's calls go to the pool from then on
-(slow is for good, so one tool can hold at most one thread this way). The thread that ran
-the call becomes the standby, or ends if there is one already. The standby only polls
-while calls run inline, and sleeps once none has for :data:`STANDBY_COOL`.
+small VM about half of a no-op round trip's host CPU). So a call of a tool whose last call
+was fast (under :data:`INLINE_FAST`) runs on the loop thread, once the loop's turn is done.
+A *standby* thread watches it: should such a call run longer than :data:`HANDOVER`, the
+standby takes the loop over at once, and that tool's calls go to the pool for good (so one
+tool can hold at most one thread this way). The thread that ran the call becomes the
+standby, or ends if there is one already. The standby only polls while calls run inline,
+and sleeps once none has for :data:`STANDBY_COOL`.
 
 What one script cannot do to the host or to other executions:
 
@@ -79,12 +79,12 @@ EMFILE_PAUSE = 0.05
 TICK = 0.1
 #: messages held while the channel does not yet know which uid its child runs as
 MAX_PENDING = 64
-#: a tool whose calls all took less than this (seconds) has its calls run on the loop thread
+#: a tool whose last call took less than this (seconds) has its calls run on the loop thread
 INLINE_FAST = 0.001
 #: a call on the loop thread running longer than this hands the loop to the standby thread
-HANDOVER = 0.002
+HANDOVER = 0.01
 #: how often the standby looks while calls run on the loop thread
-STANDBY_POLL = 0.001
+STANDBY_POLL = 0.005
 #: the standby sleeps (until the next inline call wakes it) once none ran for this long
 STANDBY_COOL = 0.1
 _FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -129,8 +129,11 @@ class RpcServer:
                  max_connections: int = 128, max_wait: float = 30.0,
                  inline_calls: bool = True) -> None:
         self.max_message_bytes = max_message_bytes
-        #: fast tools' calls run on the loop thread (see the module docstring)
+        #: fast tools' calls run on the loop thread (see the module docstring), with these
+        #: two thresholds (seconds)
         self.inline_calls = inline_calls
+        self.inline_fast = INLINE_FAST
+        self.handover = HANDOVER
         self.max_parallel_calls = max_parallel_calls
         self.max_connections = max_connections
         self.socket_base = socket_base
@@ -152,8 +155,10 @@ class RpcServer:
         #: loop failures survived (each one restarted the loop)
         self.restarts = 0
         # -- calls on the loop thread (see the module docstring) --
-        #: tool name -> its calls are fast; False is for good
+        #: tool name -> its last call was fast
         self._fast: dict[str, bool] = {}
+        #: tools whose call outran HANDOVER on the loop thread: never run there again
+        self._never: set[str] = set()
         #: the call the loop runs itself at the end of this turn
         self._held: _CallJob | None = None
         #: guards the roles: ``_thread`` (the loop's owner), ``_standby`` and the fields below
@@ -346,8 +351,9 @@ class RpcServer:
                     return False
                 now = time.monotonic()
                 since = self._inline_since
-                if since is not None and now - since >= HANDOVER:
+                if since is not None and now - since >= self.handover:
                     # the call is slow: its tool's calls go to the pool from now on
+                    self._never.add(self._inline_tool)
                     self._fast[self._inline_tool] = False
                     self._thread, self._standby = me, None
                     self.handovers += 1
@@ -366,7 +372,7 @@ class RpcServer:
         over meanwhile (this thread then stands by in its place, or ends)."""
         tool = job.call.tool
         with self._role:
-            self._inline_since = self._last_inline = start = time.monotonic()
+            self._inline_since = self._last_inline = time.monotonic()
             self._inline_tool = tool
             if self._standby is None:
                 self._standby = threading.Thread(target=self._run, daemon=True,
@@ -380,19 +386,14 @@ class RpcServer:
         finally:
             with self._role:
                 self._inline_since = None
-                if time.monotonic() - start >= INLINE_FAST:
-                    self._fast[tool] = False
                 owner = self._thread is me
                 if not owner and self._standby is None:
                     self._standby = me
         return owner
 
     def _note_speed(self, tool: str, seconds: float) -> None:
-        """A call of ``tool`` took ``seconds``: a tool is fast until one call is not."""
-        if seconds >= INLINE_FAST:
-            self._fast[tool] = False
-        elif tool not in self._fast:
-            self._fast[tool] = True
+        """A call of ``tool`` took ``seconds`` (any thread)."""
+        self._fast[tool] = seconds < self.inline_fast and tool not in self._never
 
     def _loop(self, me: threading.Thread) -> None:
         """Serve until stopping, or until the loop was handed to the standby."""
@@ -635,7 +636,8 @@ class RpcServer:
             return
         job = _CallJob(self._job_hooks, conn, call, generation)
         if channel.enqueue(job):
-            if self._held is None and self.inline_calls and self._fast.get(call.tool):
+            if (self._held is None and self.inline_calls and self._fast.get(call.tool)
+                    and call.tool not in self._never):
                 self._held = job  # run by the loop itself at the end of this turn
             else:
                 self._submit(job)
@@ -690,9 +692,10 @@ class _CallJob:
             start = time.monotonic()
             try:
                 text = self.handler(call.tool, call.args)
-            except Exception as exc:  # the handler should not raise; be safe anyway
+            except BaseException as exc:  # should not raise; SystemExit from a tool even
                 log.exception("tool handler for %s raised", call.tool)
-                text = json.dumps({"error": f"Tool execution failed: {exc}"})
+                text = json.dumps({"error": "Tool execution failed: "
+                                            f"{type(exc).__name__}: {exc}"})
             self.note_speed(call.tool, time.monotonic() - start)
             if not isinstance(text, str):
                 text = json.dumps(text, ensure_ascii=False, default=str)

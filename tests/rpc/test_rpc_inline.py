@@ -1,4 +1,10 @@
-"""Calls of fast tools run on the loop thread; a slow one hands the loop to the standby."""
+"""Calls of fast tools run on the loop thread; a slow one hands the loop to the standby.
+
+Each test sets the server's thresholds so that a scheduling delay on a loaded machine
+cannot change where a call runs: ``inline_fast`` far above a no-op call's time, and
+``handover`` far above it too unless the test is about a handover (then the call that
+must be handed over blocks until the test releases it).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +30,10 @@ class Tools:
         self.blocked = threading.Event()
 
     def __call__(self, tool: str, args: dict) -> str:
+        if args.get("sleep"):
+            time.sleep(args["sleep"])
+        if args.get("exit"):
+            raise SystemExit(3)
         if tool == "block" and args.get("wait"):
             self.blocked.set()
             self.release.wait(30)
@@ -31,6 +41,8 @@ class Tools:
 
 
 def _ready(rpc, tools: Tools, allowed=("fast", "block")):
+    rpc.server.inline_fast = 0.1
+    rpc.server.handover = 30.0
     ch = rpc.open(allowed=allowed, handler=tools, max_tool_calls=5000)
     peer = rpc.peer(ch)
     assert peer.hello(ch.exec_id, ch.test_token)["type"] == "welcome"
@@ -45,6 +57,21 @@ def test_a_fast_tools_calls_run_on_the_loop_thread(rpc):
         # loop runs the tool's calls itself
         assert _thread_of(peer, "1", "fast").startswith("execengine-tool")
         assert {_thread_of(peer, str(i), "fast") for i in range(2, 40)} == {"execengine-rpc"}
+
+
+def test_a_slow_call_in_the_pool_keeps_only_the_next_call_there(rpc):
+    # a slow call on a worker (a first call's warm-up, say) is not held against the tool
+    tools = Tools()
+    ch, peer = _ready(rpc, tools)
+    with ch:
+        assert _thread_of(peer, "1", "fast", {"sleep": 0.2}).startswith("execengine-tool")
+        assert _thread_of(peer, "2", "fast").startswith("execengine-tool")
+        assert _thread_of(peer, "3", "fast") == "execengine-rpc"
+        # over inline_fast, under handover: still on the loop, the next one in the pool
+        assert _thread_of(peer, "4", "fast", {"sleep": 0.2}) == "execengine-rpc"
+        assert _thread_of(peer, "5", "fast").startswith("execengine-tool")
+        assert _thread_of(peer, "6", "fast") == "execengine-rpc"
+        assert rpc.server.handovers == 0
 
 
 def test_inline_calls_can_be_turned_off(rpc):
@@ -66,13 +93,18 @@ def test_a_slow_call_on_the_loop_hands_the_loop_over(rpc):
     with ch, other:
         assert _thread_of(peer, "1", "block").startswith("execengine-tool")
         assert _thread_of(peer, "2", "block") == "execengine-rpc"
+        rpc.server.handover = rpc_server.HANDOVER
         peer.call("3", "block", {"wait": True})
         assert tools.blocked.wait(10)
+        deadline = time.monotonic() + 10
+        while rpc.server.handovers == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert rpc.server.handovers == 1
+        rpc.server.handover = 30.0  # no second handover from a slow machine below
         # served by the thread that took the loop over, while call 3 still blocks
         for i in range(5):
             assert _thread_of(other_peer, f"o{i}", "fast") != ""
         assert not tools.release.is_set()
-        assert rpc.server.handovers == 1
         tools.release.set()
         assert peer.recv()["id"] == "3"
         # slow for good: the tool's calls go to the pool now; the other tool stays inline
@@ -122,3 +154,17 @@ def test_the_standby_polls_only_while_calls_run_inline(rpc):
         time.sleep(0.5)
         assert _switches(standby) - before <= 1
         assert standby.is_alive()
+
+
+def test_a_tool_raising_system_exit_gets_an_error_reply_on_either_thread(rpc):
+    tools = Tools()
+    ch, peer = _ready(rpc, tools)
+    with ch:
+        for i in range(2):  # the tool's first call runs in the pool, the second inline
+            peer.call(f"x{i}", "fast", {"exit": True})
+            reply = peer.recv()
+            assert reply["id"] == f"x{i}"
+            assert json.loads(reply["result"]) == {
+                "error": "Tool execution failed: SystemExit: 3"}
+            assert _thread_of(peer, f"y{i}", "fast") == "execengine-rpc"
+        assert rpc.server.restarts == 0
