@@ -37,13 +37,17 @@ def error_result(message: str, **fields: Any) -> str:
     return json.dumps({"error": message, **fields}, ensure_ascii=False)
 
 
+#: ``json.dumps(value, ensure_ascii=False, default=str)`` without building an encoder per call
+_to_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def to_text(value: Any) -> str:
     """A handler's return value as the text the model sees."""
     if isinstance(value, str):
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return json.dumps(value, ensure_ascii=False, default=str)
+    return _to_json(value)
 
 
 def cap(text: str, limit: int | None) -> str:

@@ -93,8 +93,10 @@ class DefinitionContext:
 
 @dataclass
 class _Hooks:
-    pre: list[PreHook] = field(default_factory=list)
-    post: list[PostHook] = field(default_factory=list)
+    """Tuples, replaced whole when a hook is added: every call reads them without a lock."""
+
+    pre: tuple[PreHook, ...] = ()
+    post: tuple[PostHook, ...] = ()
     schema: list[SchemaPatch] = field(default_factory=list)
 
 
@@ -382,9 +384,9 @@ class ToolRegistry:
     ) -> None:
         with self._lock:
             if kind == "pre_tool_call":
-                self._hooks.pre.append(fn)
+                self._hooks.pre = (*self._hooks.pre, fn)
             elif kind == "post_tool_call":
-                self._hooks.post.append(fn)
+                self._hooks.post = (*self._hooks.post, fn)
             else:
                 raise ToolError(f"unknown hook kind {kind!r}; use pre_tool_call or post_tool_call")
 
@@ -395,9 +397,10 @@ class ToolRegistry:
         with self._lock:
             self._hooks.schema.append(fn)
 
-    def hooks(self) -> tuple[list[PreHook], list[PostHook]]:
-        with self._lock:
-            return list(self._hooks.pre), list(self._hooks.post)
+    def hooks(self) -> tuple[tuple[PreHook, ...], tuple[PostHook, ...]]:
+        """The pre- and post-call hooks as they are now (this runs for every call)."""
+        hooks = self._hooks
+        return hooks.pre, hooks.post
 
     def set_agent_handler(self, name: str, handler: Handler | None) -> None:
         """Install (or remove, with None) the host's handler for an agent-level tool."""
