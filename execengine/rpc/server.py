@@ -356,6 +356,9 @@ class RpcServer:
                     self._never.add(self._inline_tool)
                     self._fast[self._inline_tool] = False
                     self._thread, self._standby = me, None
+                    # the new owner runs no call: the old one's record must not outlive it
+                    # (its end would otherwise clear the record of a later inline call)
+                    self._inline_since = None
                     self.handovers += 1
                     return True
                 hot = now - self._last_inline < STANDBY_COOL
@@ -385,8 +388,9 @@ class RpcServer:
             job()
         finally:
             with self._role:
-                self._inline_since = None
                 owner = self._thread is me
+                if owner:  # else the record belongs to the new owner's calls now
+                    self._inline_since = None
                 if not owner and self._standby is None:
                     self._standby = me
         return owner
