@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import time
 
 TYPE_CHECKING = False  # no typing import at run time: the child starts fast
@@ -74,6 +73,8 @@ def _drop_trailing_commas(text: str) -> str:
 
 def shell_quote(s: object) -> str:
     """``s`` quoted for a POSIX shell (``str()`` of it if it is not a string)."""
+    import shlex  # here: most scripts never quote, and the child starts without it
+
     return shlex.quote(s if isinstance(s, str) else str(s))
 
 

@@ -398,3 +398,26 @@ def test_concurrent_executions_share_one_engine(engine):
     for t in ts:
         t.join(30)
     assert [r.output for r in results] == [f"e{i}\n" for i in range(4)]
+
+
+def test_importing_the_tools_leaves_heavy_modules_out_until_used(engine):
+    # inspect, difflib and shlex cost a script about 20 ms of start-up together: they are
+    # imported only by the helpers that use them (describe_tool, shell_quote)
+    r = run(engine, """
+        import sys
+        heavy = ("inspect", "difflib", "shlex", "asyncio")
+        from hermes_tools import web_search, describe_tool, search_tools, shell_quote
+        print(sorted(m for m in heavy if m in sys.modules))
+        assert search_tools("search")[0]["name"] == "web_search"
+        print(describe_tool("web_search")["signature"].startswith("web_search("))
+        print(describe_tool("web_serch")["error"])
+        print(shell_quote("it's"))
+        print(sorted(m for m in heavy if m in sys.modules))
+    """)
+    assert r.status == "success", r.error
+    lines = r.output.splitlines()
+    assert lines[0] == "[]"
+    assert lines[1] == "True"
+    assert "Did you mean: web_search?" in lines[2]
+    assert lines[3] == "'it'\"'\"'s'"
+    assert lines[4] == "['difflib', 'inspect', 'shlex']"
