@@ -15,6 +15,12 @@ tool can hold at most one thread this way). The thread that ran the call becomes
 standby, or ends if there is one already. The standby only polls while calls run inline,
 and sleeps once none has for :data:`STANDBY_COOL`.
 
+A call under the handover bound cannot stall others for long, but a tool whose calls
+alternate fast and slow (a script picks the arguments) would get every slow one run on the
+loop. So an inline call that takes ``inline_fast`` or longer is charged, whole, to its tool:
+a tool may spend at most ``handover`` seconds of the loop so, refilled at
+:data:`OVERRUN_SHARE` of the time that passes; while it is overdrawn its calls go to the pool.
+
 What one script cannot do to the host or to other executions:
 
 * **break the loop**: every message is handled in its own ``try`` (a failure closes only
@@ -87,6 +93,9 @@ HANDOVER = 0.01
 STANDBY_POLL = 0.005
 #: the standby sleeps (until the next inline call wakes it) once none ran for this long
 STANDBY_COOL = 0.1
+#: a tool's calls on the loop thread that took over INLINE_FAST may use at most HANDOVER
+#: seconds of the loop in a burst, refilled at this share of the time that passes
+OVERRUN_SHARE = 0.01
 _FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HUP = select.EPOLLHUP | select.EPOLLERR
 
@@ -134,6 +143,8 @@ class RpcServer:
         self.inline_calls = inline_calls
         self.inline_fast = INLINE_FAST
         self.handover = HANDOVER
+        #: the share of the loop's time a tool's slow inline calls may take (see above)
+        self.overrun_share = OVERRUN_SHARE
         self.max_parallel_calls = max_parallel_calls
         self.max_connections = max_connections
         self.socket_base = socket_base
@@ -159,6 +170,9 @@ class RpcServer:
         self._fast: dict[str, bool] = {}
         #: tools whose call outran HANDOVER on the loop thread: never run there again
         self._never: set[str] = set()
+        #: tool name -> (seconds it may still overrun on the loop, as of then): tools whose
+        #: inline calls overran ``inline_fast`` (see the module docstring)
+        self._credit: dict[str, tuple[float, float]] = {}
         #: the call the loop runs itself at the end of this turn
         self._held: _CallJob | None = None
         #: guards the roles: ``_thread`` (the loop's owner), ``_standby`` and the fields below
@@ -384,9 +398,13 @@ class RpcServer:
             elif self._standby_asleep:
                 self._standby_asleep = False
                 self._standby_wake.set()
+        start = time.monotonic()
         try:
             job()
         finally:
+            now = time.monotonic()
+            if now - start >= self.inline_fast:
+                self._credit[tool] = (self._credit_of(tool, now) - (now - start), now)
             with self._role:
                 owner = self._thread is me
                 if owner:  # else the record belongs to the new owner's calls now
@@ -394,6 +412,11 @@ class RpcServer:
                 if not owner and self._standby is None:
                     self._standby = me
         return owner
+
+    def _credit_of(self, tool: str, now: float) -> float:
+        """The seconds ``tool``'s inline calls may still overrun ``inline_fast`` by."""
+        credit, then = self._credit.get(tool, (self.handover, now))
+        return min(self.handover, credit + (now - then) * self.overrun_share)
 
     def _note_speed(self, tool: str, seconds: float) -> None:
         """A call of ``tool`` took ``seconds`` (any thread)."""
@@ -641,7 +664,9 @@ class RpcServer:
         job = _CallJob(self._job_hooks, conn, call, generation)
         if channel.enqueue(job):
             if (self._held is None and self.inline_calls and self._fast.get(call.tool)
-                    and call.tool not in self._never):
+                    and call.tool not in self._never and (
+                        call.tool not in self._credit
+                        or self._credit_of(call.tool, time.monotonic()) > 0)):
                 self._held = job  # run by the loop itself at the end of this turn
             else:
                 self._submit(job)

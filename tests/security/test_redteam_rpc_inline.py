@@ -119,3 +119,38 @@ def test_a_handed_over_call_ending_does_not_unwatch_the_next_inline_call(rpc):
         tools.open_all()
     with ch, other:
         assert peer.recv()["id"] == "b2"
+
+
+def _alternate(rpc, rounds: int) -> int:
+    """A script's calls of one tool alternating fast and slow (it picks the arguments):
+    how many of the slow ones ran on the loop thread."""
+    def tool(name: str, args: dict) -> str:
+        if args.get("sleep"):
+            time.sleep(args["sleep"])
+        return json.dumps({"thread": threading.current_thread().name})
+
+    ch, peer = _ready(rpc, tool, ("t",))
+    with ch:
+        _thread_of(peer, "warm", "t")
+        on_loop = 0
+        for i in range(rounds):
+            _thread_of(peer, f"f{i}", "t")  # fast: in the pool, then the tool counts as fast
+            if _thread_of(peer, f"s{i}", "t", {"sleep": 0.06}).startswith("execengine-rpc"):
+                on_loop += 1
+        return on_loop
+
+
+@pytest.mark.parametrize(("share", "handover", "most"), [
+    (0.0, 0.5, 9),  # a 0.5 s budget, not refilled: at most ceil(0.5 / 0.06) slow calls inline
+    (1e9, 30.0, 20),  # negative control: an unlimited budget runs every slow call inline
+], ids=["budget", "control"])
+def test_alternating_fast_and_slow_calls_cannot_keep_the_loop_busy(rpc, share, handover, most):
+    # each slow call (60 ms) stays under the handover bound, so none is ever handed over;
+    # without a budget every one of them would hold the loop (and every other execution)
+    server = rpc.server
+    server.inline_fast, server.handover, server.overrun_share = 0.05, handover, share
+    on_loop = _alternate(rpc, 20)
+    if most == 20:
+        assert on_loop == 20
+    else:
+        assert on_loop <= most
