@@ -723,14 +723,14 @@ class _CallJob:
                 text = self.handler(call.tool, call.args)
             except BaseException as exc:  # should not raise; SystemExit from a tool even
                 log.exception("tool handler for %s raised", call.tool)
-                text = json.dumps({"error": "Tool execution failed: "
-                                            f"{type(exc).__name__}: {exc}"})
+                text = json.dumps({"error": f"Tool execution failed: {_describe(exc)}"})
             self.note_speed(call.tool, time.monotonic() - start)
             if not isinstance(text, str):
                 text = json.dumps(text, ensure_ascii=False, default=str)
             if not channel.closed:  # else abandoned: the late result is dropped
                 self.conn.reply(protocol.result(call.id, text))
-        except Exception:  # a bug; the call still gets exactly one reply
+        except BaseException:  # a bug (or a result whose str() raises SystemExit): the call
+            # still gets exactly one reply, and the thread (the loop's, maybe) goes on
             log.exception("tool call %s failed", call.tool)
             self.conn.reply(protocol.result(call.id, json.dumps(
                 {"error": "Tool execution failed: the host could not send the result"})))
@@ -742,6 +742,14 @@ class _CallJob:
         if not self.channel.closed:
             self.conn.reply(protocol.result(
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of a tool's exception; just the type when its ``str()`` fails."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except BaseException:  # a hostile __str__ (raising SystemExit, say)
+        return type(exc).__name__
 
 
 def _peer_uid(sock: socket.socket) -> int | None:

@@ -16,6 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import zmq
@@ -154,3 +155,41 @@ def test_alternating_fast_and_slow_calls_cannot_keep_the_loop_busy(rpc, share, h
         assert on_loop == 20
     else:
         assert on_loop <= most
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise SystemExit(4)
+
+
+@pytest.mark.parametrize("how", ["raises", "returns"])
+def test_a_tool_error_that_cannot_be_printed_still_gets_one_reply_on_either_thread(rpc, how):
+    # a tool raises (or returns, as its result) an object whose str() raises SystemExit:
+    # the reply cannot say what it was, but the call must still be answered, the loop (for
+    # an inline call) keep running, and the execution's next calls be served
+    server = rpc.server
+    server.inline_fast, server.handover = 0.1, 30.0
+
+    def tool(name: str, args: dict) -> Any:
+        if args.get("nasty"):
+            if how == "raises":
+                raise _Unprintable()
+            return _Unprintable()
+        return json.dumps({"thread": threading.current_thread().name})
+
+    ch, peer = _ready(rpc, tool, ("t",))
+    with ch:
+        _thread_of(peer, "warm", "t")  # the first call in the pool; then the tool is fast
+        for i in range(2):  # on the loop thread
+            peer.call(f"x{i}", "t", {"nasty": True})
+            reply = peer.recv()
+            assert reply["id"] == f"x{i}"
+            assert "error" in json.loads(reply["result"])
+            assert _thread_of(peer, f"y{i}", "t") != ""
+        server.inline_calls = False  # the same in the pool: the worker survives it
+        for i in range(server._pool.max_workers + 2):
+            peer.call(f"p{i}", "t", {"nasty": True})
+            reply = peer.recv()
+            assert reply["id"] == f"p{i}"
+        assert _thread_of(peer, "last", "t").startswith("execengine-tool")
+        assert server.restarts == 0
