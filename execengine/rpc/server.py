@@ -15,6 +15,12 @@ tool can hold at most one thread this way). The thread that ran the call becomes
 standby, or ends if there is one already. The standby only polls while calls run inline,
 and sleeps once none has for :data:`STANDBY_COOL`.
 
+A call under the handover bound cannot stall others for long, but a tool whose calls
+alternate fast and slow (a script picks the arguments) would get every slow one run on the
+loop. So an inline call that takes ``inline_fast`` or longer is charged, whole, to its tool:
+a tool may spend at most ``handover`` seconds of the loop so, refilled at
+:data:`OVERRUN_SHARE` of the time that passes; while it is overdrawn its calls go to the pool.
+
 What one script cannot do to the host or to other executions:
 
 * **break the loop**: every message is handled in its own ``try`` (a failure closes only
@@ -87,6 +93,9 @@ HANDOVER = 0.01
 STANDBY_POLL = 0.005
 #: the standby sleeps (until the next inline call wakes it) once none ran for this long
 STANDBY_COOL = 0.1
+#: a tool's calls on the loop thread that took over INLINE_FAST may use at most HANDOVER
+#: seconds of the loop in a burst, refilled at this share of the time that passes
+OVERRUN_SHARE = 0.01
 _FD_SHORTAGE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _HUP = select.EPOLLHUP | select.EPOLLERR
 
@@ -134,6 +143,8 @@ class RpcServer:
         self.inline_calls = inline_calls
         self.inline_fast = INLINE_FAST
         self.handover = HANDOVER
+        #: the share of the loop's time a tool's slow inline calls may take (see above)
+        self.overrun_share = OVERRUN_SHARE
         self.max_parallel_calls = max_parallel_calls
         self.max_connections = max_connections
         self.socket_base = socket_base
@@ -159,6 +170,9 @@ class RpcServer:
         self._fast: dict[str, bool] = {}
         #: tools whose call outran HANDOVER on the loop thread: never run there again
         self._never: set[str] = set()
+        #: tool name -> (seconds it may still overrun on the loop, as of then): tools whose
+        #: inline calls overran ``inline_fast`` (see the module docstring)
+        self._credit: dict[str, tuple[float, float]] = {}
         #: the call the loop runs itself at the end of this turn
         self._held: _CallJob | None = None
         #: guards the roles: ``_thread`` (the loop's owner), ``_standby`` and the fields below
@@ -356,6 +370,9 @@ class RpcServer:
                     self._never.add(self._inline_tool)
                     self._fast[self._inline_tool] = False
                     self._thread, self._standby = me, None
+                    # the new owner runs no call: the old one's record must not outlive it
+                    # (its end would otherwise clear the record of a later inline call)
+                    self._inline_since = None
                     self.handovers += 1
                     return True
                 hot = now - self._last_inline < STANDBY_COOL
@@ -381,15 +398,25 @@ class RpcServer:
             elif self._standby_asleep:
                 self._standby_asleep = False
                 self._standby_wake.set()
+        start = time.monotonic()
         try:
             job()
         finally:
+            now = time.monotonic()
+            if now - start >= self.inline_fast:
+                self._credit[tool] = (self._credit_of(tool, now) - (now - start), now)
             with self._role:
-                self._inline_since = None
                 owner = self._thread is me
+                if owner:  # else the record belongs to the new owner's calls now
+                    self._inline_since = None
                 if not owner and self._standby is None:
                     self._standby = me
         return owner
+
+    def _credit_of(self, tool: str, now: float) -> float:
+        """The seconds ``tool``'s inline calls may still overrun ``inline_fast`` by."""
+        credit, then = self._credit.get(tool, (self.handover, now))
+        return min(self.handover, credit + (now - then) * self.overrun_share)
 
     def _note_speed(self, tool: str, seconds: float) -> None:
         """A call of ``tool`` took ``seconds`` (any thread)."""
@@ -637,7 +664,9 @@ class RpcServer:
         job = _CallJob(self._job_hooks, conn, call, generation)
         if channel.enqueue(job):
             if (self._held is None and self.inline_calls and self._fast.get(call.tool)
-                    and call.tool not in self._never):
+                    and call.tool not in self._never and (
+                        call.tool not in self._credit
+                        or self._credit_of(call.tool, time.monotonic()) > 0)):
                 self._held = job  # run by the loop itself at the end of this turn
             else:
                 self._submit(job)
@@ -694,14 +723,14 @@ class _CallJob:
                 text = self.handler(call.tool, call.args)
             except BaseException as exc:  # should not raise; SystemExit from a tool even
                 log.exception("tool handler for %s raised", call.tool)
-                text = json.dumps({"error": "Tool execution failed: "
-                                            f"{type(exc).__name__}: {exc}"})
+                text = json.dumps({"error": f"Tool execution failed: {_describe(exc)}"})
             self.note_speed(call.tool, time.monotonic() - start)
             if not isinstance(text, str):
                 text = json.dumps(text, ensure_ascii=False, default=str)
             if not channel.closed:  # else abandoned: the late result is dropped
                 self.conn.reply(protocol.result(call.id, text))
-        except Exception:  # a bug; the call still gets exactly one reply
+        except BaseException:  # a bug (or a result whose str() raises SystemExit): the call
+            # still gets exactly one reply, and the thread (the loop's, maybe) goes on
             log.exception("tool call %s failed", call.tool)
             self.conn.reply(protocol.result(call.id, json.dumps(
                 {"error": "Tool execution failed: the host could not send the result"})))
@@ -713,6 +742,14 @@ class _CallJob:
         if not self.channel.closed:
             self.conn.reply(protocol.result(
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of a tool's exception; just the type when its ``str()`` fails."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except BaseException:  # a hostile __str__ (raising SystemExit, say)
+        return type(exc).__name__
 
 
 def _peer_uid(sock: socket.socket) -> int | None:
