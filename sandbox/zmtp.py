@@ -134,7 +134,6 @@ class ZmtpConnection:
         self._sock = sock
         self._max_frame = max_frame
         self._buf = bytearray()
-        self._partial: list[bytes] = []  # frames of a message not yet complete
         self._send_lock = threading.Lock()
         #: what is being sent and the byte counts sent of it so far (see _sendall)
         self._out = _NOTHING
@@ -280,18 +279,59 @@ class ZmtpConnection:
         return self._next(True)
 
     def _next(self, idle: bool) -> list[bytes] | None:
-        frames = self._partial
+        """The next message (None with ``idle`` once a command came between messages).
+
+        A signal handler may raise at any bytecode. So the buffer is the only state, and
+        a message leaves it in one step (``del``), once all its frames are in: an
+        interruption never drops part of a message nor joins one to the next (at worst
+        the message just taken out, not yet returned, is lost whole)."""
+        buf = self._buf
         while True:
-            flags, body = self._read_frame()
-            if flags & FLAG_COMMAND:
-                self._on_command(flags, body)
-                if idle and not frames:
-                    return None
-                continue
-            frames.append(body)
-            if not flags & FLAG_MORE:
-                self._partial = []
-                return frames
+            spans: list[tuple[int, int]] = []  # (start, end) of the message's frames found so far
+            pos = 0
+            while True:
+                frame = self._frame_at(pos)
+                if not isinstance(frame, tuple):  # more bytes needed
+                    self._pull(frame)
+                    break  # and look again from the start
+                flags, start, end = frame
+                if flags & FLAG_COMMAND:
+                    body = bytes(buf[start:end])
+                    del buf[pos:end]
+                    self._on_command(flags, body)
+                    if idle and not spans:
+                        return None
+                    continue
+                spans.append((start, end))
+                pos = end
+                if not flags & FLAG_MORE:
+                    frames = [bytes(buf[a:b]) for a, b in spans]
+                    del buf[:pos]
+                    return frames
+
+    def _frame_at(self, pos: int) -> tuple[int, int, int] | int:
+        """``(flags, body start, body end)`` of the whole frame buffered at ``pos``; else
+        how many bytes to read for more of it."""
+        buf = self._buf
+        have = len(buf) - pos
+        if have < 2:
+            return _CHUNK
+        flags = buf[pos]
+        if flags & _RESERVED:
+            raise ZmtpError(f"frame with reserved flag bits set (0x{flags:02x})")
+        if flags & FLAG_LONG:
+            if have < 9:
+                return _CHUNK
+            (size,) = struct.unpack_from("!Q", buf, pos + 1)
+            start = pos + 9
+        else:
+            size, start = buf[pos + 1], pos + 2
+        if size > self._max_frame:
+            raise ZmtpError(f"frame of {size} bytes exceeds the limit of {self._max_frame}")
+        end = start + size
+        if end > len(buf):
+            return min(max(end - len(buf), _CHUNK), _BIG)
+        return flags, start, end
 
     def _on_command(self, flags: int, body: bytes) -> None:
         if flags & FLAG_MORE:
