@@ -322,7 +322,7 @@ class ZmtpConnection:
         if flags & FLAG_LONG:
             if have < 9:
                 return _CHUNK
-            (size,) = struct.unpack_from("!Q", buf, pos + 1)
+            size: int = struct.unpack_from("!Q", buf, pos + 1)[0]
             start = pos + 9
         else:
             size, start = buf[pos + 1], pos + 2
