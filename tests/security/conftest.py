@@ -23,6 +23,7 @@ import pytest
 from execengine.childenv import build_child_env
 from execengine.isolation.detect import detect
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
+from tests.rpc.conftest import rpc  # noqa: F401  (the RPC tests' fixture, for the red team's)
 
 ATTACKS = Path(__file__).resolve().parent / "attacks"
 LEVELS = ("none", "restricted", "isolated")

@@ -15,29 +15,11 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import zmq
 
-from execengine.rpc import RpcServer
 from execengine.rpc import server as rpc_server
-from tests.rpc.conftest import Harness
-
-
-@pytest.fixture
-def rpc() -> Iterator[Harness]:
-    ctx = zmq.Context()
-    server = RpcServer(max_workers=8, max_parallel_calls=4, max_message_bytes=1 << 20)
-    h = Harness(server, ctx)
-    try:
-        yield h
-    finally:
-        for p in h.peers:
-            p.close()
-        server.close()
-        ctx.term()
 
 
 class Gates:
