@@ -265,13 +265,10 @@ class ZmtpConnection:
 
     def has_frame(self) -> bool:
         """A whole frame is buffered: the next :meth:`recv` starts without waiting."""
-        buf = self._buf
-        have = len(buf)
-        if have < 2:
-            return False
-        if buf[0] & FLAG_LONG:
-            return have >= 9 and have >= 9 + struct.unpack_from("!Q", buf, 1)[0]
-        return have >= 2 + buf[1]
+        try:
+            return isinstance(self._frame_at(0), tuple)
+        except ZmtpError:
+            return True  # a malformed header: the next recv raises at once
 
     def recv_idle(self) -> list[bytes] | None:
         """Like :meth:`recv`, but None once a command was handled and no message is half
@@ -358,35 +355,16 @@ class ZmtpConnection:
             pass
 
     def _read_frame(self) -> tuple[int, bytes]:
-        """One whole frame ``(flags, body)``. Nothing is consumed from the buffer until the
-        frame is complete, so an interrupted read loses nothing."""
-        buf = self._buf
+        """One whole frame ``(flags, body)`` (the handshake's READY). Nothing is consumed
+        from the buffer until the frame is complete, so an interrupted read loses nothing."""
         while True:
-            have = len(buf)
-            if have >= 2:
-                flags = buf[0]
-                if flags & _RESERVED:
-                    raise ZmtpError(f"frame with reserved flag bits set (0x{flags:02x})")
-                if flags & FLAG_LONG:
-                    if have >= 9:
-                        (size,) = struct.unpack_from("!Q", buf, 1)
-                        start = 9
-                    else:
-                        size, start = 0, 0
-                else:
-                    size, start = buf[1], 2
-                if start:
-                    if size > self._max_frame:
-                        raise ZmtpError(f"frame of {size} bytes exceeds the limit of "
-                                        f"{self._max_frame}")
-                    end = start + size
-                    if have >= end:
-                        body = bytes(buf[start:end])
-                        del buf[:end]
-                        return flags, body
-                    self._pull(min(max(end - have, _CHUNK), _BIG))
-                    continue
-            self._pull(_CHUNK)
+            frame = self._frame_at(0)
+            if isinstance(frame, tuple):
+                flags, start, end = frame
+                body = bytes(self._buf[start:end])
+                del self._buf[:end]
+                return flags, body
+            self._pull(frame)
 
     def _read_exact(self, n: int) -> bytes:
         """Exactly ``n`` bytes (the greeting), however the peer splits them."""
