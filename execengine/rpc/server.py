@@ -173,7 +173,7 @@ class RpcServer:
         #: tool name -> (seconds it may still overrun on the loop, as of then): tools whose
         #: inline calls overran ``inline_fast`` (see the module docstring)
         self._credit: dict[str, tuple[float, float]] = {}
-        #: the call the loop runs itself at the end of this turn
+        #: the call the loop runs itself once this turn is done (before it polls again)
         self._held: _CallJob | None = None
         #: guards the roles: ``_thread`` (the loop's owner), ``_standby`` and the fields below
         self._role = threading.Lock()
@@ -388,8 +388,9 @@ class RpcServer:
         """Run ``job`` on this, the loop's, thread; False when the standby took the loop
         over meanwhile (this thread then stands by in its place, or ends)."""
         tool = job.call.tool
+        start = time.monotonic()
         with self._role:
-            self._inline_since = self._last_inline = time.monotonic()
+            self._inline_since = self._last_inline = start
             self._inline_tool = tool
             if self._standby is None:
                 self._standby = threading.Thread(target=self._run, daemon=True,
@@ -398,7 +399,6 @@ class RpcServer:
             elif self._standby_asleep:
                 self._standby_asleep = False
                 self._standby_wake.set()
-        start = time.monotonic()
         try:
             job()
         finally:
@@ -429,7 +429,7 @@ class RpcServer:
         next_tick = time.monotonic() + TICK
         while not self._stopping:
             job = self._held
-            if job is not None:  # left by a turn that failed
+            if job is not None:  # kept back by the last turn (see _dispatch)
                 self._held = None
                 if not self._run_held(me, job):
                     return
@@ -454,11 +454,6 @@ class RpcServer:
             if now >= next_tick:
                 next_tick = now + TICK
                 self._housekeeping(now)
-            job = self._held
-            if job is not None:
-                self._held = None
-                if not self._run_held(me, job):
-                    return
 
     def _housekeeping(self, now: float) -> None:
         for job in self._pool.expired(now):
@@ -667,7 +662,7 @@ class RpcServer:
                     and call.tool not in self._never and (
                         call.tool not in self._credit
                         or self._credit_of(call.tool, time.monotonic()) > 0)):
-                self._held = job  # run by the loop itself at the end of this turn
+                self._held = job  # run by the loop itself once this turn is done
             else:
                 self._submit(job)
 
