@@ -14,6 +14,7 @@ process did outlive its cell, the variable is there for the same session).
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import tracemalloc
@@ -62,6 +63,9 @@ def test_output_after_the_end_marker_is_bounded_on_the_host(level):
         finally:
             tracemalloc.stop()
         second = engine.execute("print('second')", session="s")
+    for spilled in (first.full_output_path, second.full_output_path):
+        if spilled:  # the flood's spill file: the test leaves nothing in the temp dir
+            os.unlink(spilled)
     assert first.status == "success", (first.status, first.error, first.stderr[-500:])
     # negative control: the flood got past the marker to the host (into the next cell)
     assert second.status == "success", (second.error, second.stderr[-500:])
