@@ -21,7 +21,8 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 
 * spawner → host, once: ``{"ready": true, "pid": N}``
 * host → spawner: ``{"op": "prepare", "id": W, "warm": {"level", "cgroup_dirs",
-  "network", "new_root", "tmp_mb", "landlock"}}`` (``new_root`` and ``tmp_mb`` at
+  "netns", "new_root", "tmp_mb", "landlock"}}`` (``netns``: a network namespace of its
+  own, see :func:`.entry.own_network`; ``new_root`` and ``tmp_mb`` at
   ``isolated``: the entry builds and enters the fixed part of its root ahead;
   ``landlock``: the rules every execution gets, see :func:`.entry._prepare_landlock`);
   reply ``{"ok": true, "pid": N}`` at once (the entry prepares itself in parallel).
@@ -167,7 +168,7 @@ class Server:
             with contextlib.suppress(OSError):  # else plain binds; the ACL grants apply
                 userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
-                "network": bool(plan.get("network"))}
+                "netns": bool(plan.get("netns"))}
         binds: list[mounts.Bind] = []
         bind_fds: list[int] = []
         if m is not None:

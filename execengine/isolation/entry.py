@@ -67,6 +67,7 @@ CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 
 #: machine-wide /proc files a script may read without a pid namespace: what os, psutil
 #: and multiprocessing read about the machine (not /proc/loadavg: it names the last pid)
@@ -85,6 +86,29 @@ def unshare(flags: int) -> None:
     if _libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare: {os.strerror(err)}")
+
+
+def own_network() -> None:
+    """Enter a network namespace of our own (only a loopback, brought up), so that nothing
+    but what is bridged in is reachable. As root a plain one; otherwise inside a user
+    namespace of our own that maps our uid and gid to themselves (our capabilities there
+    end at ``execve``: the uid is not 0 in it). Raises a clear :class:`OSError` when the
+    host allows neither."""
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        if uid == 0:
+            unshare(CLONE_NEWNET)
+        else:
+            unshare(CLONE_NEWUSER | CLONE_NEWNET)
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as fh:
+                    fh.write(text)
+        proxy_bridge.loopback_up()
+    except OSError as exc:
+        raise OSError(exc.errno, "policy.network allowlist needs a network namespace of the "
+                      "sandbox's own (the host is root, or allows unprivileged user "
+                      f"namespaces): {exc.strerror or exc}") from exc
 
 
 def die_with_parent(parent: int | None) -> None:
@@ -143,7 +167,7 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
         # the sandbox's own network namespace: loopback up, the host's proxy bridged in
         proxy_bridge.loopback_up()
         proxy_bridge.start(int(bridge["port"]), str(bridge["socket"]), plan.get("uid"),
-                           plan.get("gid"))
+                           plan.get("gid"), orphan=plan["level"] == "isolated")
     _place_fds(stdio, passed, plan["fd_targets"])
     os.chdir(plan["cwd"])
     os.umask(0o022)
@@ -211,6 +235,8 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
                 fh.write(str(os.getpid()))
         if warm["level"] != "isolated":
+            if warm.get("netns"):  # the allow-list proxy is bridged in (see .bridge)
+                own_network()
             _await_plan(ctl, ruleset=_prepare_landlock(warm))
         _isolated(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
@@ -313,7 +339,7 @@ def _report_ctl(ctl: int, exc: BaseException) -> None:
 
 def _isolated(warm: dict[str, Any], ctl: int) -> None:
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-    if not warm["network"]:
+    if warm.get("netns"):
         flags |= CLONE_NEWNET  # a fresh net namespace: only a down loopback
     unshare(flags)
     status_r, status_w = os.pipe()

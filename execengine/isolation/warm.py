@@ -5,8 +5,8 @@ cgroup and moving a process into it (the migration waits for an RCU grace period
 on the hosts we measured), three forks of a Python process (about 1 ms each), the
 namespaces, a uid slot and its first-use sweep — all of that can be done while the previous
 script runs. A :class:`WarmPool` keeps ``size`` such entries ready; a launch takes one and
-only sends the plan (:mod:`._spawnserver`). An empty pool or a mismatch (the network flag
-decides the namespaces) means a cold entry, prepared and used at once: same code, same
+only sends the plan (:mod:`._spawnserver`). An empty pool or a mismatch (whether the entry has a
+network namespace of its own) means a cold entry, prepared and used at once: same code, same
 guarantees, just slower.
 
 Likewise, removing an execution's (already empty) cgroup directories, revoking its ACL

@@ -346,10 +346,11 @@ class SandboxLauncher(Launcher):
                          "scope": True, "proc_self": self.level != "isolated"},
             # bridged (isolated): an empty namespace of its own is the boundary; otherwise
             # the host's: stream sockets only, connects to the proxy's port only
-            "seccomp": {"allow_network": network or self._bridged(limits),
-                        "stream_only": proxy is not None and not self._bridged(limits)},
+            "seccomp": {"allow_network": network or (self._bridged(limits)
+                                                     and self.level == "isolated"),
+                        "stream_only": proxy is not None and self.level != "isolated"},
             "cgroup_dirs": list(group.dirs) if group else [],
-            "network": self._host_net(limits),
+            "netns": self._own_net(limits),
             "fd_targets": list(spec.pass_fds),
         }
         if self._bridged(limits):
@@ -382,9 +383,17 @@ class SandboxLauncher(Launcher):
             or (limits.proxy_port is not None and limits.proxy_socket is None))
 
     def _bridged(self, limits: LaunchLimits) -> bool:
-        """The proxy bridged into the sandbox's own network namespace (``isolated``)."""
-        return (self.level == "isolated" and not limits.network
-                and limits.proxy_port is not None and limits.proxy_socket is not None)
+        """The proxy bridged into the sandbox's own network namespace (see :mod:`..isolation.
+        bridge`): at ``restricted`` too, where Landlock's port rule alone would let a script
+        reach any address on the proxy's port."""
+        return (not limits.network and limits.proxy_port is not None
+                and limits.proxy_socket is not None)
+
+    def _own_net(self, limits: LaunchLimits) -> bool:
+        """The entry gets a network namespace of its own (what a warm entry must match)."""
+        if self.level == "isolated":
+            return not self._host_net(limits)
+        return self._bridged(limits)
 
     @staticmethod
     def _nproc(slot: UidSlot | None, limits: LaunchLimits) -> int | None:
@@ -433,12 +442,12 @@ class SandboxLauncher(Launcher):
             raise
         return slot, group
 
-    def _make_warm(self, network: bool) -> WarmEntry:
+    def _make_warm(self, own_net: bool) -> WarmEntry:
         limits = self._limits_seen
         slot, group = self._acquire(limits, "warm")
         wid = uuid.uuid4().hex
         try:
-            warm: dict[str, Any] = {"level": self.level, "network": network,
+            warm: dict[str, Any] = {"level": self.level, "netns": own_net,
                                     "cgroup_dirs": list(group.dirs) if group else []}
             if self.level == "isolated":
                 # the fixed part of the root is built ahead, with this /tmp size (a launch
@@ -451,7 +460,7 @@ class SandboxLauncher(Launcher):
         except BaseException:
             self._release(slot, group)
             raise
-        return WarmEntry(wid, network, (slot, group), pid)
+        return WarmEntry(wid, own_net, (slot, group), pid)
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
@@ -509,9 +518,9 @@ class SandboxLauncher(Launcher):
         if not spec.argv or not os.path.isabs(spec.argv[0]):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
-        network = self._host_net(spec.limits)
+        own_net = self._own_net(spec.limits)
         self._limits_seen = spec.limits
-        warm = self._pool.take(network)
+        warm = self._pool.take(own_net)
         if warm is None and self.level == "isolated":
             os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)  # a warm entry's is made
         slot: UidSlot | None = None
@@ -567,7 +576,7 @@ class SandboxLauncher(Launcher):
             raise
         for fd in (out_w, err_w, st_w):
             os.close(fd)
-        self._pool.refill(network)
+        self._pool.refill(own_net)
         return SandboxChild(self, pid, open(out_r, "rb"), open(err_r, "rb"), st_r,
                             slot=slot, group=group, grants=grants, tmpdir=tmp,
                             run_token=spec.run_token)
