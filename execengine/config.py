@@ -136,6 +136,11 @@ class CodeExecutionConfig(_Section):
     max_processes: int = option(64, "processes one execution may run at once", min=2)
     max_file_mb: int = option(1024, "largest file a script may write, MiB", min=1)
     tmp_mb: int = option(256, "size of the private /tmp at level isolated, MiB", min=1)
+    workdir_as_owner: bool = option(
+        False, "at level isolated as root, the script acts as the working directory's owner "
+        "inside it (an id-mapped bind): it may change every file there that the owner may, "
+        "and read the owner's private (0600) files too; off: the sandbox's own uid with the "
+        "grants restricted gets (the folder itself, new files, what others may read)")
     session_idle_timeout: float = option(
         1800.0, "seconds a session's kernel may stay idle before it is closed", min=0.1
     )

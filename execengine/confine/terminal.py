@@ -80,7 +80,8 @@ def _limits(config: Config, policy: ExecutionPolicy, timeout: float) -> LaunchLi
     return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=int(timeout) + 1,
                         max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
                         tmp_mb=ce.tmp_mb, network=policy.network == "on",
-                        proxy_port=policy.proxy_port, proxy_socket=policy.proxy_socket)
+                        proxy_port=policy.proxy_port, proxy_socket=policy.proxy_socket,
+                        workdir_as_owner=ce.workdir_as_owner)
 
 
 def run_sandboxed(launcher: Launcher, command: str, *, config: Config,

@@ -389,7 +389,8 @@ class Engine:
                             max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
                             tmp_mb=ce.tmp_mb, network=network,
                             proxy_port=policy.proxy_port if policy is not None else None,
-                            proxy_socket=policy.proxy_socket if policy is not None else None)
+                            proxy_socket=policy.proxy_socket if policy is not None else None,
+                            workdir_as_owner=ce.workdir_as_owner)
 
 
 def execute_code(code: str, *, config: Config | None = None,

@@ -368,8 +368,9 @@ class SandboxLauncher(Launcher):
                 "tmp_mb": limits.tmp_mb,
                 "protect": [os.path.realpath(p) for p in spec.protected_paths],
             }
-            if slot is not None:
-                # the working directory's owner appears as the slot uid in the sandbox
+            if slot is not None and limits.workdir_as_owner:
+                # the working directory's owner appears as the slot uid in the sandbox (so
+                # do its private files: hence off unless asked for)
                 st = os.stat(spec.cwd)
                 plan["idmap"] = [st.st_uid, st.st_gid]
         return plan

@@ -13,7 +13,7 @@ import pytest
 
 from execengine.errors import SandboxError
 from execengine.isolation.detect import detect
-from execengine.launch.base import LaunchSpec
+from execengine.launch.base import LaunchLimits, LaunchSpec
 from execengine.launch.sandboxed import IsolatedLauncher, RestrictedLauncher
 
 REPORT = detect()
@@ -126,16 +126,33 @@ def test_launch_after_close_fails(tmp_path):
 
 @pytest.mark.skipif(not REPORT.levels.get("isolated") or os.geteuid() != 0,
                     reason="isolated as root only")
-def test_isolated_workdir_is_id_mapped_to_its_owner(tmp_path):
+def test_isolated_workdir_is_id_mapped_to_its_owner_when_asked(tmp_path):
     (tmp_path / "existing.txt").write_text("old")
     code = ("import os; open('existing.txt', 'w').write('new'); open('made.txt', 'w'); "
             "print(os.getuid(), os.stat('existing.txt').st_uid)")
-    with IsolatedLauncher() as launcher, launcher.launch(spec(code, tmp_path)) as child:
+    owner = spec(code, tmp_path, limits=LaunchLimits(workdir_as_owner=True))
+    with IsolatedLauncher() as launcher, launcher.launch(owner) as child:
         assert child.wait(20) == 0, child.stderr.read()
         uid, owner_seen = child.stdout.read().split()
     assert uid == owner_seen  # inside, the owner's files are the slot uid's
     assert (tmp_path / "existing.txt").read_text() == "new"
     assert (tmp_path / "made.txt").stat().st_uid == os.stat(tmp_path).st_uid  # lands as owner
+
+
+@pytest.mark.skipif(not REPORT.levels.get("isolated") or os.geteuid() != 0,
+                    reason="isolated as root only")
+def test_isolated_workdir_keeps_its_owner_by_default(tmp_path):
+    """Without ``workdir_as_owner`` the sandbox uid is not the owner: the folder itself is
+    granted (new files land), the owner's existing 0644 file stays read-only."""
+    (tmp_path / "existing.txt").write_text("old")
+    code = ("import os\ntry:\n    open('existing.txt', 'w')\nexcept PermissionError:\n"
+            "    print('refused')\nopen('made.txt', 'w').write('x')\n"
+            "print(os.getuid() == os.stat('existing.txt').st_uid)")
+    with IsolatedLauncher() as launcher, launcher.launch(spec(code, tmp_path)) as child:
+        assert child.wait(20) == 0, child.stderr.read()
+        assert child.stdout.read().split() == [b"refused", b"False"]
+    assert (tmp_path / "existing.txt").read_text() == "old"
+    assert (tmp_path / "made.txt").read_text() == "x"
 
 
 @pytest.mark.skipif(not REPORT.levels.get("restricted") or os.geteuid() != 0,

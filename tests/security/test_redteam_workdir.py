@@ -1,16 +1,17 @@
 """Red team: a hostile working directory (a batch task's ``cwd``, an API caller's).
 
 A sandbox is granted write access to its working directory itself (an ACL for the
-execution at ``restricted``, an id-mapped bind at ``isolated``). Given ``/`` or ``/etc``,
+execution; at ``isolated`` with ``workdir_as_owner`` an id-mapped bind). Given ``/`` or ``/etc``,
 that is renaming ``/usr`` or creating ``/etc/ld.so.preload``: a system folder, or one in a
 denied path, is refused before anything starts (execengine/engine/confinement.py).
 
 The negative control: an ordinary root-owned 0755 folder as the working directory *is*
 writable by the sandbox (the grant the refusal keeps away from system folders).
 
-Also recorded (xfail): at ``isolated`` the id-mapped working directory shows host root's
-files as the sandbox's own, so a 0600 file in a 0700 folder inside it (``~/.ssh`` when the
-working directory is a home) is readable by the script, where ``restricted`` refuses it.
+The owner's private files inside the working directory (a 0600 file in a 0700 folder:
+``~/.ssh`` when the working directory is a home) stay private at every sandboxed level. An
+id-mapped working directory (``isolated`` with ``workdir_as_owner``, off by default) shows
+them as the sandbox's own: that opt-in is the control here, and it does read them.
 """
 
 from __future__ import annotations
@@ -90,17 +91,7 @@ except OSError as exc:
 """
 
 
-def _idmap_marks(level: str) -> list:
-    if level == "isolated":
-        return [pytest.mark.xfail(strict=True, reason=(
-            "isolated: the working directory is an id-mapped bind that maps host root to "
-            "the sandbox uid, so root's 0600 files in 0700 folders inside it are readable "
-            "(fix belongs to execengine/isolation/mounts.py)"))]
-    return []
-
-
-@pytest.mark.parametrize("level", [pytest.param(p.values[0], marks=[*p.marks,
-                                   *_idmap_marks(p.values[0])], id=p.id) for p in LEVEL])
+@pytest.mark.parametrize("level", LEVEL)
 def test_roots_private_files_in_the_working_directory_stay_private(level, tmp_path):
     work = tmp_path / "home"
     work.mkdir()
@@ -115,3 +106,17 @@ def test_roots_private_files_in_the_working_directory_stay_private(level, tmp_pa
         assert "READ: PRIVATE KEY" in r.output, r.output
         return
     assert "PRIVATE KEY" not in r.output and "REFUSED" in r.output, r.output
+
+
+@pytest.mark.parametrize("level", [p for p in SANDBOXED if p.values[0] == "isolated"])
+def test_an_owner_workdir_reads_the_owners_private_files_as_documented(level, tmp_path):
+    """``workdir_as_owner``: the script is the owner inside the working directory, private
+    files included (the documented price of editing the owner's files in place)."""
+    work = tmp_path / "home"
+    (work / ".ssh").mkdir(parents=True, mode=0o700)
+    (work / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (work / ".ssh" / "id_rsa").chmod(0o600)
+    with Engine(_config(level, **{"code_execution.workdir_as_owner": True})) as engine:
+        r = engine.execute(READ_PRIVATE, cwd=str(work))
+    assert r.status == "success", (r.error, r.stderr)
+    assert "READ: PRIVATE KEY" in r.output, r.output
