@@ -285,11 +285,16 @@ class RpcClient:
         """Read one message (None after a heartbeat, with ``idle``) and hand it on. False
         when the connection is over: every waiter has been failed and it is closed."""
         try:
-            frames = conn.recv_idle() if idle else conn.recv()
-            if frames is None:
+            # the message stays buffered until handed on: a signal handler that raises in
+            # between leaves it for the next reader, which hands it on again (a no-op for
+            # whatever got it already)
+            found = conn.peek(idle)
+            if found is None:
                 return True
-            msg = self._parse(frames)
-            if self._dispatch(msg):
+            msg = self._parse(found[0])
+            ok = self._dispatch(msg)
+            conn.consume(found[1])
+            if ok:
                 if self._batch and not conn.has_frame():
                     self._flush()
                 return True
@@ -317,15 +322,19 @@ class RpcClient:
             return False
 
     def _flush(self) -> None:
-        """Hand the batched replies to their event loops, one wake-up per loop."""
+        """Hand the batched replies to their event loops, one wake-up per loop. They leave
+        the batch only once handed on (interrupted, the next flush hands them on again:
+        a future already done is left alone)."""
         with self._pending_lock:
-            batch, self._batch = self._batch, []
+            batch = self._batch[:]
         by_loop: dict[Any, list[tuple[asyncio.Future[Any], Any]]] = {}
         for waiter, reply in batch:
             by_loop.setdefault(waiter.loop, []).append((waiter.future, reply))
         for loop, items in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_set_results, items)
+        with self._pending_lock:
+            del self._batch[:len(batch)]
 
     def _give_role(self) -> None:
         if self._batch:
@@ -382,13 +391,17 @@ class RpcClient:
         req_id = msg.get("id")
         if req_id is None:
             return msg.get("type") not in ("error", "denied")
+        # the waiter leaves the table only once it has the reply, so the same message
+        # handed on again (see _read_one) still finds it, or finds nothing to do
         with self._pending_lock:
-            waiter = self._pending.pop(req_id, None)
+            waiter = self._pending.get(req_id)
             if isinstance(waiter, _AsyncWaiter):
                 self._batch.append((waiter, msg))
+                self._pending.pop(req_id, None)
                 return True
         if waiter is not None:  # else: a reply nobody waits for any more (cancelled task)
             waiter.resolve(msg)
+            self._pending.pop(req_id, None)
         return True
 
     def _fail_all(self, reason: str) -> None:

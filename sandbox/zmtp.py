@@ -276,12 +276,25 @@ class ZmtpConnection:
         return self._next(True)
 
     def _next(self, idle: bool) -> list[bytes] | None:
-        """The next message (None with ``idle`` once a command came between messages).
+        """The next message, taken out of the buffer (None with ``idle`` once a command
+        came between messages). Interrupted, at worst the message just taken out is lost
+        whole; :meth:`peek` and :meth:`consume` lose nothing."""
+        found = self.peek(idle)
+        if found is None:
+            return None
+        frames, size = found
+        del self._buf[:size]
+        return frames
 
-        A signal handler may raise at any bytecode. So the buffer is the only state, and
-        a message leaves it in one step (``del``), once all its frames are in: an
-        interruption never drops part of a message nor joins one to the next (at worst
-        the message just taken out, not yet returned, is lost whole)."""
+    def peek(self, idle: bool = False) -> tuple[list[bytes], int] | None:
+        """The next message and its size in the buffer, *left* there until
+        :meth:`consume` (None with ``idle`` once a command came between messages).
+
+        A signal handler may raise at any bytecode. So the buffer is the only state: a
+        message leaves it only when the caller has handed it on (``consume``, one
+        ``del``), and a command only once it was handled. An interruption never drops a
+        message nor joins one to the next; at worst the caller sees it again (and a PING
+        is answered twice)."""
         buf = self._buf
         while True:
             spans: list[tuple[int, int]] = []  # (start, end) of the message's frames found so far
@@ -293,18 +306,19 @@ class ZmtpConnection:
                     break  # and look again from the start
                 flags, start, end = frame
                 if flags & FLAG_COMMAND:
-                    body = bytes(buf[start:end])
+                    self._on_command(flags, bytes(buf[start:end]))
                     del buf[pos:end]
-                    self._on_command(flags, body)
                     if idle and not spans:
                         return None
                     continue
                 spans.append((start, end))
                 pos = end
                 if not flags & FLAG_MORE:
-                    frames = [bytes(buf[a:b]) for a, b in spans]
-                    del buf[:pos]
-                    return frames
+                    return [bytes(buf[a:b]) for a, b in spans], pos
+
+    def consume(self, size: int) -> None:
+        """Drop the message :meth:`peek` returned (its ``size``)."""
+        del self._buf[:size]
 
     def _frame_at(self, pos: int) -> tuple[int, int, int] | int:
         """``(flags, body start, body end)`` of the whole frame buffered at ``pos``; else
