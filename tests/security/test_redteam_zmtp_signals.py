@@ -54,7 +54,7 @@ def _no_signal_points(code: Any) -> frozenset[int]:
     cleanup covers it), and the normal exit's ``LOAD_CONST None`` x3 up to the call of
     ``__exit__`` (a signal that arrives there is handled after that call returns). The
     interpreter checks for signals only at a function's start, a backward jump and after
-    a call, none of which falls there (3.8-3.10 set a block up in one opcode)."""
+    a call, none of which falls there."""
     ins = list(dis.get_instructions(code))
     skip: set[int] = set()
     for i, x in enumerate(ins):
