@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import os
+import select
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,10 +143,31 @@ class PopenChild(Child):
         return self._proc.poll()
 
     def wait(self, timeout: float | None = None) -> int | None:
+        proc = self._proc
+        if timeout is not None and proc.returncode is None and not _exits_within(
+                proc.pid, timeout):
+            return proc.poll()
         try:
-            return self._proc.wait(timeout)
+            return proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+
+def _exits_within(pid: int, timeout: float) -> bool:
+    """Whether process ``pid`` (our child, not yet reaped) exits within ``timeout``,
+    told the moment it does by a pidfd; True where there is none (the caller then waits
+    as :class:`subprocess.Popen` does). ``Popen.wait(timeout)`` polls with sleeps that
+    grow to 50 ms: a child ending 20 ms in is seen at about 31 ms."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(max(0.0, timeout) * 1000))
+    finally:
+        os.close(fd)
 
 
 class Launcher(abc.ABC):

@@ -35,6 +35,17 @@ def spec(code: str, cwd, **kw) -> LaunchSpec:
                       run_token=token, writable_paths=(str(cwd),), **kw)
 
 
+def test_wait_times_out_while_the_child_runs_then_returns_its_status(launcher, tmp_path):
+    code = ("import os, sys, time\nwhile not os.path.exists('go'):\n    time.sleep(0.01)\n"
+            "sys.exit(7)")
+    with launcher.launch(spec(code, tmp_path)) as child:
+        assert child.wait(0.2) is None  # blocked until the file below exists
+        assert child.poll() is None
+        (tmp_path / "go").touch()
+        assert child.wait(20) == 7
+        assert child.wait(0) == 7 and child.wait(5) == 7 and child.poll() == 7
+
+
 def test_output_exit_code_and_exact_environment(launcher, tmp_path):
     code = ("import os, sys; print(os.environ['X']); print('err', file=sys.stderr); "
             "print(sorted(k for k in os.environ if k.startswith('EXECENGINE'))); sys.exit(3)")
