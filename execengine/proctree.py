@@ -53,6 +53,8 @@ CHASE_ROUNDS = 20
 CHASE_MAX = 8192
 #: how often a grace period looks whether the set is empty
 GRACE_TICK = 0.01
+#: the lowest pid the kernel hands out again once allocation wraps at pid_max
+RESERVED_PIDS = 300
 
 #: which step of the shutdown ladder ended a run: it exited by itself, it ended within the
 #: grace after SIGTERM, or it needed the kill
@@ -113,13 +115,55 @@ def _allocated(since: int, until: int) -> range | list[int]:
     return [*range(since + 1, since + 1 + CHASE_MAX), *range(1, until + 1)]
 
 
-def pids() -> Iterator[int]:
+def _forks() -> int | None:
+    """Tasks created since boot (``processes`` in ``/proc/stat``: every fork and thread,
+    in every pid namespace)."""
+    try:
+        with open("/proc/stat", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"processes "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        pass
+    return None
+
+
+def _pid_max() -> int | None:
+    data = _read("/proc/sys/kernel/pid_max", 64)
+    try:
+        return int(data) if data else None
+    except ValueError:  # pragma: no cover
+        return None
+
+
+def allocated_since(root: int, forks: int | None) -> Callable[[int], bool] | None:
+    """Whether a pid can have been allocated since process ``root`` was (``forks``: the
+    :func:`_forks` count taken then): pids are handed out in increasing order, wrapping at
+    pid_max, so those are the pids from ``root`` up to the last one allocated. None (every
+    pid can) when the count is unknown, or so many tasks were created since that the
+    allocation may have come round to ``root`` again."""
+    now, pid_max, last = _forks(), _pid_max(), _last_pid()
+    if forks is None or now is None or pid_max is None or not last:
+        return None
+    # a quarter of the pids as margin for the tasks created between the root and the count
+    if now - forks >= pid_max * 3 // 4 - RESERVED_PIDS:
+        return None
+    if last >= root:
+        return lambda pid: root <= pid <= last
+    return lambda pid: pid >= root or pid <= last
+
+
+def pids(since: tuple[int, int | None] | None = None) -> Iterator[int]:
     """Every pid of the system (but ours): a listing of ``/proc``, then a chase of the pids
     allocated meanwhile. A process that forks and exits faster than a listing of ``/proc``
     takes (a chain of ``fork(); exit()``) is never in a listing; the chase yields each
     newly allocated pid for the caller to probe at once, a few microseconds each, and
     repeats while new pids keep appearing (bounded), so the chain's current link is found
-    alive. Pids that are gone by the time the caller looks are simply not there."""
+    alive. Pids that are gone by the time the caller looks are simply not there.
+
+    ``since``: ``(root, forks)``, only the pids that can have been allocated since that
+    process was (:func:`allocated_since`): on a host with thousands of processes, the
+    listing then yields the few started since, not all of them."""
     me = os.getpid()
     mark = _last_pid()
     seen = {me}
@@ -127,10 +171,13 @@ def pids() -> Iterator[int]:
         names = os.listdir("/proc")
     except OSError:  # pragma: no cover - not Linux
         return
+    # after the listing: every pid it holds was allocated by then
+    newer = allocated_since(*since) if since is not None else None
     for name in names:
         if name.isdigit() and int(name) not in seen:
             seen.add(int(name))
-            yield int(name)
+            if newer is None or newer(int(name)):
+                yield int(name)
     for _ in range(CHASE_ROUNDS):
         now = _last_pid()
         if now == mark or not mark:
@@ -216,6 +263,7 @@ class ProcessSet:
         # the root is unreaped: later its pid may name a stranger)
         me = _stat(root)
         self._since = me.start if me is not None else 0
+        self._forks = _forks()
         self._needle = f"\0{var}={token}\0".encode() if var and token else None
 
     @classmethod
@@ -236,7 +284,7 @@ class ProcessSet:
         full = not self._root_reaped() or _group_exists(self.root)
         every: list[Proc] = []
         found: dict[int, Proc] = {}
-        for pid in pids():
+        for pid in pids((self.root, self._forks)):
             p: Proc | None = None
             if full:
                 p = _stat(pid)

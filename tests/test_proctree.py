@@ -204,3 +204,52 @@ def test_backend_timeout_leaves_no_process_of_the_command(tmp_path):
                              max_output_chars=10_000)
     assert result.timed_out
     gone_for_good("MARK", mark)
+
+
+@pytest.mark.parametrize(("root", "last", "inside", "outside"), [
+    (1000, 1500, [1000, 1200, 1500], [300, 999, 1501, 4_000_000]),
+    # allocation wrapped at pid_max and goes on from the reserved pids
+    (4_000_000, 500, [4_000_000, 4_194_000, 301, 500], [501, 3_999_999]),
+])
+def test_a_scan_reads_only_the_pids_allocated_since_the_root(monkeypatch, root, last,
+                                                            inside, outside):
+    monkeypatch.setattr(proctree, "_pid_max", lambda: 4_194_304)
+    monkeypatch.setattr(proctree, "_last_pid", lambda: last)
+    monkeypatch.setattr(proctree, "_forks", lambda: 10_000)
+    newer = proctree.allocated_since(root, 9_000)
+    assert newer is not None
+    assert [p for p in inside if newer(p)] == inside
+    assert [p for p in outside if newer(p)] == []
+
+
+def test_every_pid_counts_when_allocation_may_have_come_round(monkeypatch):
+    monkeypatch.setattr(proctree, "_pid_max", lambda: 32_768)
+    monkeypatch.setattr(proctree, "_last_pid", lambda: 1500)
+    monkeypatch.setattr(proctree, "_forks", lambda: 100_000)
+    assert proctree.allocated_since(1000, 100_000 - 25_000) is None  # 3/4 of pid_max
+    assert proctree.allocated_since(1000, 100_000 - 1_000) is not None
+    assert proctree.allocated_since(1000, None) is None  # unknown at the root's start
+
+
+def test_a_carrier_started_after_the_root_is_found_one_started_before_is_not():
+    token = secrets.token_hex(8)
+    env = {**BASE_ENV, RUN_TOKEN_VAR: token}
+    hold = [sys.executable, "-c", "import time; time.sleep(60)"]
+    before = subprocess.Popen(hold, env=env)
+    root = subprocess.Popen(hold, env=env)
+    try:
+        members = ProcessSet.of_popen(root, RUN_TOKEN_VAR, token)
+        after = subprocess.Popen(hold, env=env)
+        try:
+            found = set(members.members())
+            # the control: the same token, found in the whole system
+            assert before.pid in carriers(RUN_TOKEN_VAR, token)
+            assert root.pid in found and after.pid in found
+            assert before.pid not in found
+        finally:
+            after.kill()
+            after.wait()
+    finally:
+        for p in (before, root):
+            p.kill()
+            p.wait()
