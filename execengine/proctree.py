@@ -141,7 +141,12 @@ def allocated_since(root: int, forks: int | None) -> Callable[[int], bool] | Non
     :func:`_forks` count taken then): pids are handed out in increasing order, wrapping at
     pid_max, so those are the pids from ``root`` up to the last one allocated. None (every
     pid can) when the count is unknown, or so many tasks were created since that the
-    allocation may have come round to ``root`` again."""
+    allocation may have come round to ``root`` again.
+
+    Only a task with CAP_SYS_ADMIN (or CAP_CHECKPOINT_RESTORE) over the pid namespace can
+    pick its own pid (``clone3`` with ``set_tid``, ``ns_last_pid``): a script at level
+    ``none`` run as root, which the host does not confine anyway; the sandboxes refuse
+    ``clone3`` and drop those capabilities."""
     now, pid_max, last = _forks(), _pid_max(), _last_pid()
     if forks is None or now is None or pid_max is None or not last:
         return None
