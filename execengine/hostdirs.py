@@ -47,9 +47,18 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+#: this process's tag, with the pid it was made for (a forked child makes its own)
+_own_tag: tuple[int, str] = (0, "")
+
+
 def owner_tag(pid: int | None = None) -> str:
     """``"<pid>-<start>"`` of this (or another live) process."""
-    pid = os.getpid() if pid is None else pid
+    global _own_tag
+    if pid is None:
+        me = os.getpid()
+        if _own_tag[0] != me:
+            _own_tag = (me, f"{me}-{start_time(me) or 0}")
+        return _own_tag[1]
     return f"{pid}-{start_time(pid) or 0}"
 
 
