@@ -344,8 +344,9 @@ class SandboxLauncher(Launcher):
             "landlock": {"read": read, "write": write, "deny_tcp": not network,
                          "connect_ports": [proxy] if proxy is not None else [],
                          "scope": True, "proc_self": self.level != "isolated"},
-            # bridged (isolated): an empty namespace of its own is the boundary; otherwise
-            # the host's: stream sockets only, connects to the proxy's port only
+            # isolated, bridged: an empty namespace of its own is the boundary; restricted
+            # (bridged too) and the host's network: stream sockets only, connects to the
+            # proxy's port only
             "seccomp": {"allow_network": network or (self._bridged(limits)
                                                      and self.level == "isolated"),
                         "stream_only": proxy is not None and self.level != "isolated"},
