@@ -14,6 +14,15 @@ Two mechanisms, both free of check-then-use races:
   denied, and outside the writable roots be world-readable (a tool running as root must
   not read what the sandbox uid could not).
 
+When the script runs as a sandbox uid (a root host at ``restricted`` or ``isolated``), a
+tool acting for it inside the writable roots never reaches what the owner keeps from that
+uid: a file it reads or replaces must be readable by it, and every folder on the way below
+the root searchable, as the kernel decides for a process of that uid and the sandbox
+group (the owner class for a file a sandbox made, else the group's ACL entry or group
+bits, else the other bits). Else a script reads and rewrites, through ``read_file`` or
+``patch``, the owner's private files it cannot open itself. Files others may read stay
+editable through the tools, as before (the script's refactoring).
+
 The active confinement of a call is a context variable set by :class:`Scope`'s ``with``
 block, so the helpers that open files deep inside the search and read code consult it
 without every signature carrying it.
@@ -32,6 +41,8 @@ from typing import IO, TYPE_CHECKING
 from execengine.confine.beneath import EscapeError, open_beneath, real_path_of
 from execengine.confine.policy import ExecutionPolicy
 from execengine.errors import FileOpError
+from execengine.isolation import acl
+from execengine.isolation.uids import BASE_UID, MAX_SLOTS, SANDBOX_GID
 
 if TYPE_CHECKING:
     from execengine.fileops.paths import PathGuard
@@ -80,6 +91,12 @@ class FileConfinement:
             f"({', '.join(roots) or 'none'}; see the policy section of the configuration)",
             policy_denied=True)
 
+    @staticmethod
+    def _private(shown: str, action: str) -> FileOpError:
+        return FileOpError(f"Access denied: {action} {shown!r}: the sandbox's uid may not "
+                           "read it (a private file or folder of its owner; a tool reaches "
+                           "only what the script could see)", policy_denied=True)
+
     def _root_fd(self, root: str) -> int:
         return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
@@ -96,13 +113,19 @@ class FileConfinement:
         if hit is not None:
             raise FileOpError(f"Access denied: {action} {shown!r} is not allowed, it is a "
                               f"protected location ({hit})", policy_denied=True)
-        if self.policy.root_of(real, write=True) is None:
+        wroot = self.policy.root_of(real, write=True)
+        if wroot is None:
             mode = os.fstat(fd).st_mode
             need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
             if mode & need != need:
                 raise FileOpError(f"Access denied: {action} {shown!r}: outside the writable "
                                   "roots only world-readable files may be read",
                                   policy_denied=True)
+        elif self.policy.as_sandbox_uid and real != wroot:
+            st = os.fstat(fd)
+            need = acl.R | (acl.X if stat.S_ISDIR(st.st_mode) else 0)
+            if not _sandbox_may(st, _acl_of(fd), need) or not _reachable(wroot, real, st):
+                raise self._private(shown, action)
 
     def check_read(self, path: str, action: str = "reading") -> None:
         """Up-front check of a read: beneath a readable root, no link leading out, and
@@ -142,6 +165,11 @@ class FileConfinement:
                 nxt = self._subdir(cur, name, path, action)
                 os.close(cur)
                 cur = nxt
+                # a folder on the way the sandbox's uid may not search holds what the
+                # owner keeps from it (the root itself is granted to it)
+                if self.policy.as_sandbox_uid and not _sandbox_may(os.fstat(cur),
+                                                                   _acl_of(cur), acl.X):
+                    raise self._private(path, action)
             name = parts[-1]
             try:
                 st = os.lstat(name, dir_fd=cur)
@@ -151,6 +179,13 @@ class FileConfinement:
                 raise FileOpError(f"Access denied: {action} {path!r}: it is a symbolic link; "
                                   "tool calls from scripts do not write through links",
                                   policy_denied=True)
+            if st is not None and self.policy.as_sandbox_uid:
+                target = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+                try:
+                    if not _sandbox_may(os.fstat(target), _acl_of(target), acl.R):
+                        raise self._private(path, action)
+                finally:
+                    os.close(target)
         except BaseException:
             os.close(cur)
             raise
@@ -180,6 +215,69 @@ class FileConfinement:
         except EscapeError:
             raise FileOpError(f"Access denied: {action} {path!r}: a link on the way leads "
                               "outside this execution's roots", policy_denied=True) from None
+
+
+def _is_sandbox_uid(uid: int) -> bool:
+    return BASE_UID <= uid < BASE_UID + MAX_SLOTS
+
+
+def _acl_of(fd: int) -> list[acl.Entry] | None:
+    """The access ACL of the open ``fd`` (an ``O_PATH`` one too); None without one."""
+    try:
+        return acl.parse(os.getxattr(f"{ANCHOR_PREFIX}{fd}", acl.ACCESS))
+    except OSError:
+        return None
+
+
+def _sandbox_may(st: os.stat_result, entries: list[acl.Entry] | None, need: int) -> bool:
+    """Whether a process of a sandbox uid (not the owner unless the owner is one) and the
+    sandbox group gets ``need`` (``acl.R|W|X`` bits) on this inode, as the kernel checks
+    it: the owner class, else the group class (the owning group and named groups, limited
+    by the mask), else the other class."""
+    mode = st.st_mode
+    if _is_sandbox_uid(st.st_uid):
+        return (mode >> 6) & need == need
+    if not entries:
+        if st.st_gid == SANDBOX_GID:
+            return (mode >> 3) & need == need
+        return mode & need == need
+    mask = next((p for tag, p, _ in entries if tag == acl.MASK), 7)
+    groups = [p for tag, p, ident in entries
+              if (tag == acl.GROUP_OBJ and st.st_gid == SANDBOX_GID)
+              or (tag == acl.GROUP and ident == SANDBOX_GID)]
+    if groups:
+        return any(p & mask & need == need for p in groups)
+    return next((p for tag, p, _ in entries if tag == acl.OTHER), 0) & need == need
+
+
+def _reachable(root: str, real: str, st: os.stat_result) -> bool:
+    """Whether the sandbox can reach the inode ``st`` describes at ``real`` by itself:
+    every folder strictly below ``root`` down to its parent searchable by it (the root is
+    granted to it). Walked from the root with ``O_NOFOLLOW``, and the last step must land
+    on that very inode, so a folder swapped meanwhile fails the check, never passes it."""
+    rel = os.path.relpath(real, root)
+    if rel == "." or rel.startswith(".."):
+        return False
+    *folders, name = rel.split("/")
+    cur = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in folders:
+            try:
+                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                              dir_fd=cur)
+            except OSError:
+                return False
+            os.close(cur)
+            cur = nxt
+            if not _sandbox_may(os.fstat(cur), _acl_of(cur), acl.X):
+                return False
+        try:
+            last = os.stat(name, dir_fd=cur, follow_symlinks=False)
+        except OSError:
+            return False
+        return (last.st_dev, last.st_ino) == (st.st_dev, st.st_ino)
+    finally:
+        os.close(cur)
 
 
 def active() -> FileConfinement | None:

@@ -77,6 +77,10 @@ class ExecutionPolicy:
     #: inside the writable roots but never written: files that run later outside the
     #: sandbox (the config file kept there, ``.git/hooks``, ``.git/config``)
     protected: tuple[str, ...] = ()
+    #: the script runs as a sandbox uid other than the host's (a root host at
+    #: ``restricted`` or ``isolated``, the working directory not id-mapped to its owner):
+    #: a tool acting for it may reach only what that uid may (see :mod:`.files`)
+    as_sandbox_uid: bool = False
 
     @classmethod
     def for_execution(cls, config: Config, *, cwd: str, level: str,
@@ -108,7 +112,11 @@ class ExecutionPolicy:
                    readable_roots=readable, denied_paths=tuple(dict.fromkeys(denied)),
                    network=network, allowed_domains=tuple(pc.allowed_domains),
                    denied_domains=tuple(pc.denied_domains),
-                   cwd=os.path.abspath(cwd))
+                   cwd=os.path.abspath(cwd),
+                   as_sandbox_uid=(not agent and level in ("restricted", "isolated")
+                                   and os.geteuid() == 0
+                                   and not (level == "isolated"
+                                            and config.code_execution.workdir_as_owner)))
 
     def root_of(self, path: str, *, write: bool) -> str | None:
         """The deepest root holding the (absolute, normalised) ``path``, or None."""

@@ -32,7 +32,8 @@ R, W, X = 4, 2, 1
 Entry = tuple[int, int, int]  # tag, perm, id
 
 
-def _parse(blob: bytes) -> list[Entry]:
+def parse(blob: bytes) -> list[Entry]:
+    """The entries of an ACL xattr's value."""
     (version,) = struct.unpack_from("<I", blob)
     if version != VERSION:
         raise OSError(errno.EINVAL, f"unknown ACL version {version}")
@@ -51,7 +52,7 @@ def _from_mode(mode: int) -> list[Entry]:
 
 def read(path: str, kind: str = ACCESS) -> list[Entry]:
     try:
-        return _parse(os.getxattr(path, kind, follow_symlinks=False))
+        return parse(os.getxattr(path, kind, follow_symlinks=False))
     except OSError as exc:
         if exc.errno != errno.ENODATA:
             raise

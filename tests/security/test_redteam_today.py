@@ -490,12 +490,6 @@ def test_the_file_tools_read_the_owners_private_files_at_level_none(tmp_path):
     assert res["direct"] == "read" and len(leaks) == 5, (res, leaks)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "confused deputy: the file tools run as the host's uid and, inside a writable root "
-    "(the working directory), check no permission of the sandbox uid "
-    "(execengine/confine/files.py verify_fd: only files *outside* the writable roots must "
-    "be world-readable). The script's own open() is refused, read_file/patch/write_file "
-    "read and rewrite the owner's 0600 files and plant files in its 0700 folders"))
 @pytest.mark.parametrize("level", [p for p in LEVEL if p.values[0] != "none"])
 def test_the_file_tools_keep_the_owners_private_files_private(level, tmp_path):
     res, leaks = _file_tools_leak(level, tmp_path)
