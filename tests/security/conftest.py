@@ -9,10 +9,12 @@ host side (a datagram that arrived, a file that exists, a process still alive). 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import secrets
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,3 +218,31 @@ def check_no_leaks(children: list[Child], tokens: list[str]) -> None:
     # groups prepared ahead (warm entries) are not named after the token: check each
     dirs = [d for c in children for d in getattr(c, "cgroup_dirs", ())]
     assert wait_until(lambda: not any(os.path.exists(d) for d in dirs), 3.0), dirs
+
+
+@pytest.fixture
+def origin():
+    """An HTTP server on 127.0.0.1 (allow-lists name ``localhost``): its port, and the
+    paths requested from it."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            body = b"<html><title>ok</title><body>REACHED</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1], hits
+    server.shutdown()
+    server.server_close()
+    thread.join(5)

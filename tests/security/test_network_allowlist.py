@@ -6,10 +6,8 @@ sockets there."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import socket
-import threading
 
 import pytest
 
@@ -19,32 +17,6 @@ from execengine.engine.core import Engine
 from .conftest import level_params
 
 LEVEL = level_params()
-
-
-@pytest.fixture
-def origin():
-    hits: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            hits.append(self.path)
-            body = b"<html><title>ok</title><body>REACHED</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1], hits
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
 
 
 SCRIPT = """
