@@ -255,13 +255,15 @@ class ZmtpConnection:
     # -- receiving ------------------------------------------------------------------------
 
     def recv(self) -> list[bytes]:
-        """The next message as a list of frames; answers PINGs on the way. One reader at a
-        time. Interrupted (a signal handler raising, a timeout), it leaves the stream
-        intact: what was read stays buffered for the next call."""
-        while True:
-            frames = self._next(False)
-            if frames is not None:
-                return frames
+        """The next message as a list of frames, taken out of the buffer; answers PINGs on
+        the way. One reader at a time. Interrupted (a signal handler raising, a timeout),
+        it leaves the stream intact: what was read stays buffered for the next call (at
+        worst the message just taken out is lost whole; :meth:`peek` and :meth:`consume`
+        lose nothing)."""
+        found = self.peek()
+        assert found is not None  # without ``idle``, peek waits for a message
+        del self._buf[:found[1]]
+        return found[0]
 
     def has_frame(self) -> bool:
         """A whole frame is buffered: the next :meth:`recv` starts without waiting."""
@@ -269,22 +271,6 @@ class ZmtpConnection:
             return isinstance(self._frame_at(0), tuple)
         except ZmtpError:
             return True  # a malformed header: the next recv raises at once
-
-    def recv_idle(self) -> list[bytes] | None:
-        """Like :meth:`recv`, but None once a command was handled and no message is half
-        read (so an idle reader can look up between heartbeats)."""
-        return self._next(True)
-
-    def _next(self, idle: bool) -> list[bytes] | None:
-        """The next message, taken out of the buffer (None with ``idle`` once a command
-        came between messages). Interrupted, at worst the message just taken out is lost
-        whole; :meth:`peek` and :meth:`consume` lose nothing."""
-        found = self.peek(idle)
-        if found is None:
-            return None
-        frames, size = found
-        del self._buf[:size]
-        return frames
 
     def peek(self, idle: bool = False) -> tuple[list[bytes], int] | None:
         """The next message and its size in the buffer, *left* there until
