@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import stat
 import threading
@@ -34,6 +35,7 @@ import pytest
 from execengine.config import Config
 from execengine.engine.core import Engine
 from execengine.policy import ToolPolicy
+from execengine.proctree import RUN_TOKEN_VAR, carriers
 from execengine.registry import ToolRegistry
 
 from .conftest import _uid_processes, level_params, wait_until
@@ -93,7 +95,7 @@ def _net_config(level: str, network: str = "allowlist", **over: object) -> Confi
 
 NET_PROBE = r"""
 import ctypes, json, os, socket, subprocess, sys, time, urllib.request
-res = {"uid": os.getuid(), "pid": os.getpid()}
+res = {"uid": os.getuid(), "pid": os.getpid(), "token": os.environ["EXECENGINE_RUN_TOKEN"]}
 with open("/proc/net/dev") as fh:
     res["ifaces"] = sorted(l.split(":")[0].strip() for l in fh.readlines()[2:])
 def tcp(addr, port):
@@ -195,7 +197,7 @@ def test_restricted_allowlist_reaches_only_the_proxy(level, origin, abstract_lis
         assert res["loopback"] == "connected" and res["abstract"] == "connected", res
         assert "DIRECT" in res["terminal"] and "IFACE-SEEN" in res["terminal"], res
         assert wait_until(lambda: b"ABSTRACT" in got, 3), got
-        _kill_strays()
+        _kill_strays(res["token"])
         return
     assert res["ifaces"] == ["lo"], res
     assert res["loopback"] != "connected" and res["other_loopback"] != "connected", res
@@ -220,23 +222,12 @@ def _other_iface() -> str:
     return others[0]
 
 
-def _kill_strays() -> None:
-    """At level none the script's daemon is the host's problem: end it (only that one:
-    a live script.py process carrying an execution's run token)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                cmd = fh.read()
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                env = fh.read()
-        except OSError:
-            continue
-        if b"script.py" in cmd and b"EXECENGINE_RUN_TOKEN" in env and int(name) != os.getpid():
-            with open(f"/proc/{name}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    os.kill(int(name), 9)
+def _kill_strays(token: str) -> None:
+    """At level none the host confines nothing: end what still carries the execution's
+    run token (the script's daemon), as the engine's own sweep finds it."""
+    for pid in carriers(RUN_TOKEN_VAR, token):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 FLOOD = r"""
