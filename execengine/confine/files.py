@@ -42,7 +42,7 @@ from execengine.confine.beneath import EscapeError, open_beneath, real_path_of
 from execengine.confine.policy import ExecutionPolicy
 from execengine.errors import FileOpError
 from execengine.isolation import acl
-from execengine.isolation.uids import BASE_UID, MAX_SLOTS, SANDBOX_GID
+from execengine.isolation.uids import SANDBOX_GID, is_slot_uid
 
 if TYPE_CHECKING:
     from execengine.fileops.paths import PathGuard
@@ -217,10 +217,6 @@ class FileConfinement:
                               "outside this execution's roots", policy_denied=True) from None
 
 
-def _is_sandbox_uid(uid: int) -> bool:
-    return BASE_UID <= uid < BASE_UID + MAX_SLOTS
-
-
 def _acl_of(fd: int) -> list[acl.Entry] | None:
     """The access ACL of the open ``fd`` (an ``O_PATH`` one too); None without one."""
     try:
@@ -235,7 +231,7 @@ def _sandbox_may(st: os.stat_result, entries: list[acl.Entry] | None, need: int)
     it: the owner class, else the group class (the owning group and named groups, limited
     by the mask), else the other class."""
     mode = st.st_mode
-    if _is_sandbox_uid(st.st_uid):
+    if is_slot_uid(st.st_uid):
         return (mode >> 6) & need == need
     if not entries:
         if st.st_gid == SANDBOX_GID:

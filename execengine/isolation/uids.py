@@ -43,6 +43,11 @@ class UidSlot:
         self.release()
 
 
+def is_slot_uid(uid: int) -> bool:
+    """Whether ``uid`` is one a sandbox runs as (a slot of the default pool)."""
+    return BASE_UID <= uid < BASE_UID + MAX_SLOTS
+
+
 class UidPool:
     """Hands out free slots; thread-safe; lock files make it safe across processes."""
 
