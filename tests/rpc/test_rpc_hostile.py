@@ -15,6 +15,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,25 +180,38 @@ def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monk
     hog.send(json.dumps({"v": 1, "type": "hello", "exec": ch.exec_id,
                          "token": ch.test_token}).encode())  # type: ignore[attr-defined]
     hog.recv()
-    hog._sock.settimeout(2.0)  # a send blocked this long: the host stopped reading us
     big = {"pad": "x" * 20_000}
-    sent = 0
-    try:  # send calls with big results and never read, until the host stops reading us
-        for sent in range(1, 5000):
-            hog.send(protocol._dump({"v": 1, "type": "call", "id": str(sent), "tool": "echo",
-                                     "args": big}))
-    except zmtp.ZmtpError:
-        pass
-    assert sent < 4999  # our sends blocked: the host stopped reading from us
-    conns = [c for c in server._listeners[ch].conns if c.authed]
-    assert any(not c.reading for c in conns)
-    assert all(c.queued_bytes < 64 * 1024 * 1024 for c in conns)  # memory stays bounded
-    other = open_channel(server)
-    got = outcome(peer("late", other, 200))
-    assert got["distinct_replies"] == 200
-    hog.abandon()
+    sent: list[int] = []
+
+    def flood() -> None:  # calls with big results, never reading; blocks once not read
+        with contextlib.suppress(zmtp.ZmtpError):
+            for n in range(1, 5000):
+                hog.send(protocol._dump({"v": 1, "type": "call", "id": str(n),
+                                         "tool": "echo", "args": big}))
+                sent.append(n)
+
+    sender = threading.Thread(target=flood, daemon=True)
+    sender.start()
+    try:
+        conns = [c for c in server._listeners[ch].conns if c.authed]
+        assert len(conns) == 1
+        hogged = conns[0]
+        deadline = time.monotonic() + 30
+        while hogged.reading and sender.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not hogged.reading  # the host stopped reading from the peer that never reads
+        assert sender.is_alive() and len(sent) < 4999  # so its sends block
+        assert hogged.queued_bytes < 64 * 1024 * 1024  # memory stays bounded
+        other = open_channel(server)
+        got = outcome(peer("late", other, 200))
+        assert got["distinct_replies"] == 200  # another execution is served meanwhile
+        assert not hogged.reading and not hogged.closed  # still connected, still not read
+        other.close()
+    finally:
+        hog.close()  # wakes the blocked send
+        sender.join(10)
+    assert not sender.is_alive()
     ch.close()
-    other.close()
 
 
 def test_connection_flood_is_capped_per_execution_and_the_host_survives(server):
