@@ -11,7 +11,8 @@ that finds it free takes it and reads until its own reply has come (handing on t
 of others), so a lone caller gets its reply without a thread switch. The background reader
 thread takes the role when someone else waits (asyncio callers, followers) and whenever
 nobody has read for :data:`IDLE_READ` seconds, so heartbeats (PING) are answered while the
-script does not call; it gives the role up again as soon as nobody waits.
+script does not call; it gives the role up again as soon as nobody waits. A signal handler
+may call a tool while its own thread holds the role (see :meth:`RpcClient._lead_nested`).
 
 A tool's own failure is a result (usually ``{"error": ...}``) for the script to inspect; a
 failure of the RPC itself (no host, denied, connection lost, protocol error) raises
@@ -164,14 +165,16 @@ class RpcClient:
         self.max_message_bytes: int | None = None
         self._conn: zmtp.ZmtpConnection | None = None
         self._connect_lock = threading.Lock()
-        self._pending_lock = threading.Lock()
+        # reentrant (as is the role's lock): a signal handler may make a call while its
+        # thread is inside one of these (see _lead_nested)
+        self._pending_lock = threading.RLock()
         self._pending: dict[str, _Waiter | _AsyncWaiter] = {}
         self._ids = itertools.count(1)
         self._failure: str | None = None
         self._closed = False
         self._reader: threading.Thread | None = None
         # the read role (see the module docstring): its holder, and when it was last given up
-        self._role = threading.Condition(threading.Lock())
+        self._role = threading.Condition(threading.RLock())
         self._reading: threading.Thread | None = None
         self._released_at = 0.0
         #: the last call came from asyncio: the background reader keeps the read role
@@ -310,10 +313,13 @@ class RpcClient:
         conn.close()
         return False
 
-    def _take_role(self, waiter: _Waiter | _AsyncWaiter) -> bool:
+    def _take_role(self, waiter: _Waiter | _AsyncWaiter) -> bool | None:
         """Take the read role for ``waiter``'s thread if it is free (True); else wake the
-        background reader when the holder may not read for ``waiter``."""
+        background reader when the holder may not read for ``waiter``. None: this thread
+        holds the role already (a signal handler's call, interrupting its own read)."""
         with self._role:
+            if waiter.blocking and self._reading is threading.current_thread():
+                return None
             if self._reading is None and waiter.blocking:
                 self._reading = threading.current_thread()
                 return True
@@ -354,6 +360,45 @@ class RpcClient:
                 pass
         finally:
             self._give_role()
+
+    def _lead_nested(self, waiter: _Waiter) -> None:
+        """Read for ``waiter``, a call made by a signal handler whose thread was reading
+        (holding the role) when the signal came: that read is suspended under us and
+        nobody else may read. So read the way it can survive: hand on every message from
+        the start of the buffer, remove nothing, only append (see
+        :meth:`zmtp.ZmtpConnection.peek_at`); the interrupted read hands the same
+        messages on again (a no-op) and removes them. A PING at the end gets a PONG to a
+        read that went back to waiting on the socket, for replies already buffered."""
+        conn = self._conn
+        assert conn is not None
+        pos = 0
+        try:
+            while not waiter.done:
+                found = conn.peek_at(pos)
+                if isinstance(found, int):
+                    conn.pull(found)
+                    continue
+                frames, pos = found
+                msg = self._parse(frames)
+                if not self._dispatch(msg):
+                    raise ToolCallError("protocol error: the host reported {}".format(
+                        msg.get("error", msg)))
+            conn.ping()
+        except zmtp.PeerClosed as exc:
+            self._lost(conn, "the RPC connection to the execengine host was closed"
+                       if self._closed else f"lost the connection to the execengine host "
+                       f"({exc})")
+        except zmtp.ZmtpError as exc:
+            self._lost(conn, f"RPC transport error: {exc}")
+        except ToolCallError as exc:
+            self._lost(conn, str(exc))
+
+    def _lost(self, conn: zmtp.ZmtpConnection, reason: str) -> None:
+        """The connection cannot go on (read from a signal handler): every waiter fails,
+        and the interrupted read sees the socket shut down (not closed: it is about to
+        use the descriptor again)."""
+        self._fail_all(reason)
+        conn.shutdown(reason)
 
     def _read_loop(self) -> None:
         """The background reader: reads while others wait or nobody has read for a while."""
@@ -473,7 +518,10 @@ class RpcClient:
         self._async_mode = False
         waiter = _Waiter()
         req_id = self._submit(name, args, waiter)
-        if self._take_role(waiter):
+        lead = self._take_role(waiter)
+        if lead is None:
+            self._lead_nested(waiter)
+        elif lead:
             try:
                 self._lead(waiter)
             except BaseException:  # interrupted (a signal handler raised): nobody waits

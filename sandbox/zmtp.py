@@ -134,7 +134,9 @@ class ZmtpConnection:
         self._sock = sock
         self._max_frame = max_frame
         self._buf = bytearray()
-        self._send_lock = threading.Lock()
+        # reentrant: a signal handler that interrupts this thread's own send is told so
+        # (it owns the lock, see _send_locked) instead of deadlocking on it
+        self._send_lock = threading.RLock()
         #: what is being sent and the byte counts sent of it so far (see _sendall)
         self._out = _NOTHING
         self._closed = False
@@ -202,13 +204,25 @@ class ZmtpConnection:
         for i, frame in enumerate(frames):
             parts.append(_frame_header(len(frame), FLAG_MORE if i < last else 0))
             parts.append(frame)
-        with self._send_lock:
-            self._sendall(parts[0] + parts[1] if len(parts) == 2 and len(parts[1]) <= _CHUNK
+        self._send_locked(parts[0] + parts[1] if len(parts) == 2 and len(parts[1]) <= _CHUNK
                           else tuple(parts))
 
     def _send_command(self, name: bytes, data: bytes = b"") -> None:
+        self._send_locked(encode_command(name, data))
+
+    def ping(self) -> None:
+        """Send a PING (TTL 0): the peer's PONG makes a reader blocked in :meth:`peek`
+        look at the buffer again (see :meth:`peek_at`)."""
+        self._send_command(b"PING", b"\x00\x00")
+
+    def _send_locked(self, data: bytes | tuple[bytes, ...]) -> None:
+        if self._send_lock._is_owned():  # type: ignore[attr-defined]
+            # a signal handler, in this thread's own send: its frames would tear those
+            # under way (the lock's owner is the only state: nothing to leave set behind)
+            raise ZmtpError("cannot send from a signal handler that interrupted a send "
+                            "on the same connection")
         with self._send_lock:
-            self._sendall(encode_command(name, data))
+            self._sendall(data)
 
     def _sendall(self, data: bytes | tuple[bytes, ...]) -> None:
         """Send ``data`` (bytes, or a tuple of them sent back to back) whole; the send
@@ -301,6 +315,32 @@ class ZmtpConnection:
                 pos = end
                 if not flags & FLAG_MORE:
                     return [bytes(buf[a:b]) for a, b in spans], pos
+
+    def peek_at(self, pos: int) -> tuple[list[bytes], int] | int:
+        """The whole message buffered at ``pos`` and where the next one starts; else how
+        many bytes :meth:`pull` should read for more. Command frames are stepped over and
+        stay buffered (the next :meth:`peek` handles them).
+
+        For a reader nested in a signal handler that interrupted this thread's own
+        :meth:`peek`: it removes nothing, and :meth:`pull` only appends, so the
+        interrupted reader's offsets stay valid and it finds the same messages again
+        (handing one on twice is a no-op for its caller)."""
+        spans: list[tuple[int, int]] = []
+        while True:
+            frame = self._frame_at(pos)
+            if not isinstance(frame, tuple):
+                return frame
+            flags, start, end = frame
+            pos = end
+            if flags & FLAG_COMMAND:
+                continue
+            spans.append((start, end))
+            if not flags & FLAG_MORE:
+                return [bytes(self._buf[a:b]) for a, b in spans], pos
+
+    def pull(self, size: int) -> None:
+        """Append what the socket has (up to ``size`` bytes, waiting for at least one)."""
+        self._pull(size)
 
     def consume(self, size: int) -> None:
         """Drop the message :meth:`peek` returned (its ``size``)."""
@@ -418,6 +458,11 @@ class ZmtpConnection:
         self._close_reason = reason
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
+
+    def shutdown(self, reason: str) -> None:
+        """End the connection but keep the descriptor (a read suspended by a signal
+        handler is about to use it again: it gets EOF, :class:`PeerClosed`)."""
+        self._shutdown(reason)
 
     def close(self) -> None:
         """Close the connection; a thread blocked in :meth:`recv` gets :class:`PeerClosed`."""

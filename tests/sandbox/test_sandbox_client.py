@@ -389,6 +389,65 @@ def test_an_interrupted_leader_leaves_the_stream_intact(short_dir: Path) -> None
         signal.signal(signal.SIGUSR1, old)
 
 
+@pytest.mark.parametrize("first", ["outer", "inner"])
+def test_a_call_from_a_signal_handler_during_its_threads_own_read_is_answered(
+        short_dir: Path, first: str) -> None:
+    # the main thread leads (reads for its own call) when a signal handler makes a call:
+    # the handler reads for itself without disturbing the suspended read, whichever
+    # reply comes first; its PING's PONG wakes the suspended read, which would otherwise
+    # wait on the socket for a reply the handler has already read
+    import signal
+
+    main = threading.get_ident()
+    path = short_dir / "raw.sock"
+    client: list[RpcClient] = []
+    got: dict[str, Any] = {}
+    seen: list[bytes] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        got["inner"] = client[0].call("inner", {})
+
+    def reply(msg: dict[str, Any]) -> bytes:
+        return zmtp.encode_frame(json.dumps({"v": 1, "type": "result", "id": msg["id"],
+                                             "result": json.dumps(msg["tool"])}).encode())
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn)
+        read_frame(conn)
+        conn.sendall(zmtp.encode_frame(b'{"v": 1, "type": "welcome", "exec": "e"}'))
+        outer = json.loads(read_frame(conn)[1])
+        deadline = time.monotonic() + 10
+        while client[0]._reading is not threading.main_thread():  # it leads
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        signal.pthread_kill(main, signal.SIGUSR1)
+        inner = json.loads(read_frame(conn)[1])
+        replies = {"outer": reply(outer), "inner": reply(inner)}
+        conn.sendall(replies[first])
+        if first == "outer":
+            conn.sendall(replies["inner"])
+        seen.append(read_frame(conn)[1])  # the handler, answered, pings
+        conn.sendall(zmtp.encode_command(b"PONG", b""))
+        if first == "inner":  # the outer read has waited on the socket meanwhile
+            conn.sendall(replies["outer"])
+        again = json.loads(read_frame(conn)[1])  # the stream is intact: the next call
+        conn.sendall(reply(again))
+        conn.recv(1)
+
+    old = signal.signal(signal.SIGUSR1, on_signal)
+    try:
+        with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c:
+            client.append(c)
+            c.connect()
+            assert c.call("outer", {}) == "outer"
+            assert got == {"inner": "inner"}
+            assert c.call("again", {}) == "again"
+            assert not c._conn._buf  # type: ignore[union-attr]  # the PONG, the replies: all taken
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert [zmtp.split_command(b)[0] for b in seen] == [b"PING"]
+
+
 def test_a_burst_of_replies_wakes_the_event_loop_once(short_dir: Path) -> None:
     # the host writes 20 replies in one go: they reach the event loop in one wake-up (one
     # call_soon_threadsafe), and every task gets its own reply

@@ -334,3 +334,73 @@ def test_a_send_interrupted_part_way_is_finished_by_the_next(frames: tuple[bytes
         signal.signal(signal.SIGUSR1, old)
         conn.close()
         peer.close()
+
+
+def test_a_send_from_a_signal_handler_during_a_send_fails_at_once() -> None:
+    # the handler's send would tear the frame under way (or wait forever for a lock its
+    # own thread holds): it is refused, and the interrupted send completes whole
+    import signal
+
+    main = threading.get_ident()
+    ours, peer = socket.socketpair()
+    conn = zmtp.ZmtpConnection(ours)
+    refused: list[BaseException] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        try:
+            conn.send(b"from the handler")
+        except zmtp.ZmtpError as exc:
+            refused.append(exc)
+
+    def interrupt_then_read() -> list[tuple[int, bytes]]:
+        import select
+
+        select.select([peer], [], [])  # the send has begun; it cannot finish unread
+        signal.pthread_kill(main, signal.SIGUSR1)
+        return [read_frame(peer) for _ in range(2)]
+
+    old = signal.signal(signal.SIGUSR1, on_signal)
+    received: list[tuple[int, bytes]] = []
+    try:
+        reader = threading.Thread(target=lambda: received.extend(interrupt_then_read()))
+        reader.start()
+        big = b"x" * (8 << 20)
+        conn.send(big)
+        conn.send(b"next")
+        reader.join(30)
+        assert [str(e) for e in refused] == [
+            "cannot send from a signal handler that interrupted a send on the same connection"]
+        assert received == [(zmtp.FLAG_LONG, big), (0, b"next")]
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+        conn.close()
+        peer.close()
+
+
+def test_peek_at_steps_over_commands_and_removes_nothing() -> None:
+    ours, peer = socket.socketpair()
+    conn = zmtp.ZmtpConnection(ours)
+    try:
+        wire = (zmtp.encode_frame(b"one") + zmtp.encode_command(b"PONG", b"")
+                + zmtp.encode_frame(b"two", zmtp.FLAG_MORE) + zmtp.encode_frame(b"three"))
+        peer.sendall(wire[:-2])
+        pos = 0
+        seen = []
+        while True:
+            found = conn.peek_at(pos)
+            if isinstance(found, int):
+                if seen == [[b"one"]]:
+                    peer.sendall(wire[-2:])  # the rest of the last frame
+                conn.pull(found)
+                continue
+            frames, pos = found
+            seen.append(frames)
+            if len(seen) == 2:
+                break
+        assert seen == [[b"one"], [b"two", b"three"]]
+        assert bytes(conn._buf) == wire  # nothing removed; the PONG stays for peek
+        assert conn.recv() == [b"one"]
+        assert conn.recv() == [b"two", b"three"]
+    finally:
+        conn.close()
+        peer.close()

@@ -548,12 +548,6 @@ def test_a_tool_call_from_a_signal_handler_outside_a_call_is_answered(tmp_path):
     assert res == {"handler": "from-handler", "main": "from-main", "verdict": "answered"}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a signal handler that makes a tool call while the main thread reads its own call's "
-    "reply deadlocks the script: sandbox/client.py RpcClient.call/_take_role - the "
-    "handler runs on the main thread, which holds the read role (_reading), so its call "
-    "does not lead, waits in _Waiter.wait, and nobody reads (the background reader "
-    "waits for the role) until the execution times out"))
 def test_a_tool_call_from_a_signal_handler_during_a_call_is_answered(tmp_path):
     res = _handler_calls(tmp_path, during_a_call=True)
     assert res == {"handler": "from-handler", "main": "from-main", "verdict": "answered"}
