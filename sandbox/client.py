@@ -343,13 +343,15 @@ class RpcClient:
             del self._batch[:len(batch)]
 
     def _give_role(self) -> None:
-        if self._batch:
-            self._flush()
-        with self._role:
-            self._reading = None
-            self._released_at = time.monotonic()
-            if self._pending:  # someone else still waits: the background reader reads
-                self._role.notify()
+        try:
+            if self._batch:
+                self._flush()
+        finally:  # a handler raising in the flush must not leave the role held
+            with self._role:
+                self._reading = None
+                self._released_at = time.monotonic()
+                if self._pending:  # someone else still waits: the background reader reads
+                    self._role.notify()
 
     def _lead(self, waiter: _Waiter) -> None:
         """Read (holding the role) until ``waiter`` is answered."""
@@ -518,16 +520,20 @@ class RpcClient:
         self._async_mode = False
         waiter = _Waiter()
         req_id = self._submit(name, args, waiter)
-        lead = self._take_role(waiter)
-        if lead is None:
-            self._lead_nested(waiter)
-        elif lead:
-            try:
+        me = threading.current_thread()
+        nested = self._reading is me  # a signal handler's call, its thread reading
+        try:
+            lead = self._take_role(waiter)
+            if lead is None:
+                self._lead_nested(waiter)
+            elif lead:
                 self._lead(waiter)
-            except BaseException:  # interrupted (a signal handler raised): nobody waits
-                with self._pending_lock:
-                    self._pending.pop(req_id, None)
-                raise
+        except BaseException:  # interrupted (a signal handler raised): nobody waits
+            with self._pending_lock:
+                self._pending.pop(req_id, None)
+            if not nested and self._reading is me:  # taken, and not given up yet
+                self._give_role()
+            raise
         return self._unwrap(name, waiter.wait())
 
     async def acall(self, name: str, args: dict[str, Any] | None = None) -> Any:

@@ -230,3 +230,87 @@ def test_no_interruption_point_loses_a_reply_handed_to_another_thread() -> None:
         k += 1
     assert k > 500, k  # the probe reached the hand-off's opcodes
     assert bad == [], bad[:10]
+
+
+# -- the client's read role: never left held by an interrupted call ----------------------
+#
+# A synchronous call takes the read role, reads until answered and gives the role up. A
+# handler raising anywhere in that (taking it, reading, handing the batch on, giving it up)
+# must not leave the role held: every later call of every other thread would wait for a
+# reader that never comes.
+
+
+def _echo_host(sock: socket.socket) -> None:
+    """Answer every call on ``sock`` with its tool's name, until EOF."""
+    buf = b""
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return
+            buf += data
+            while len(buf) >= 2 and len(buf) >= 2 + buf[1]:
+                flags, size = buf[0], buf[1]
+                body, buf = buf[2:2 + size], buf[2 + size:]
+                if flags & 0x04:  # a command (a PING): answered with a PONG
+                    sock.sendall(zmtp.encode_command(b"PONG", b""))
+                    continue
+                msg = json.loads(body)
+                sock.sendall(zmtp.encode_frame(json.dumps(
+                    {"v": client_mod.PROTOCOL_VERSION, "type": "result", "id": msg["id"],
+                     "result": json.dumps(msg["tool"])}).encode()))
+    except OSError:
+        return
+
+
+def _role_after_call_interrupted_at(k: int, files: tuple[str, ...]
+                                    ) -> tuple[str, dict[str, Any]]:
+    import threading
+
+    ours, theirs = socket.socketpair()
+    host = threading.Thread(target=_echo_host, args=(theirs,), daemon=True)
+    host.start()
+    fired: dict[str, Any] = {}
+    conn = zmtp.ZmtpConnection(ours)
+    rpc = client_mod.RpcClient("unused", "t", "e", connector=lambda path: conn)
+    rpc._conn = conn  # no background reader: a later call must find the role free
+    try:
+        sys.settrace(_raising_at(k, fired, files))
+        try:
+            rpc.call("first", {})
+        except Boom:
+            pass
+        finally:
+            sys.settrace(None)
+        other: list[Any] = []
+        caller = threading.Thread(target=lambda: other.append(rpc.call("second", {})),
+                                  daemon=True)
+        caller.start()
+        caller.join(5)
+        if caller.is_alive():
+            return "another thread's call was never answered", fired
+        if other != ["second"] or rpc.call("third", {}) != "third":
+            return f"wrong answers: {other}", fired
+        if rpc._reading is not None:
+            return "the role stayed held", fired
+        return "ok", fired
+    finally:
+        rpc.close()
+        theirs.close()
+        host.join(5)
+
+
+@pytest.mark.timeout(300)
+def test_no_interruption_point_leaves_the_read_role_held() -> None:
+    files = (zmtp.__file__, client_mod.__file__)
+    bad: list[tuple[int, str, Any]] = []
+    k = 1
+    while True:
+        outcome, fired = _role_after_call_interrupted_at(k, files)
+        if not fired:
+            break
+        if outcome != "ok":
+            bad.append((k, outcome, fired["at"]))
+        k += 1
+    assert k > 100, k  # the probe reached the call's opcodes
+    assert bad == [], (len(bad), bad[:10])
