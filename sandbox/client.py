@@ -174,7 +174,10 @@ class RpcClient:
         self._closed = False
         self._reader: threading.Thread | None = None
         # the read role (see the module docstring): its holder, and when it was last given up
-        self._role = threading.Condition(threading.RLock())
+        # taken as the lock itself, never through the Condition: its __enter__ and
+        # __exit__ are Python code, where a handler that raises leaves the lock held
+        self._role_lock = threading.RLock()
+        self._role = threading.Condition(self._role_lock)
         self._reading: threading.Thread | None = None
         self._released_at = 0.0
         #: the last call came from asyncio: the background reader keeps the read role
@@ -317,7 +320,7 @@ class RpcClient:
         """Take the read role for ``waiter``'s thread if it is free (True); else wake the
         background reader when the holder may not read for ``waiter``. None: this thread
         holds the role already (a signal handler's call, interrupting its own read)."""
-        with self._role:
+        with self._role_lock:
             if waiter.blocking and self._reading is threading.current_thread():
                 return None
             if self._reading is None and waiter.blocking:
@@ -347,7 +350,7 @@ class RpcClient:
             if self._batch:
                 self._flush()
         finally:  # a handler raising in the flush must not leave the role held
-            with self._role:
+            with self._role_lock:
                 self._reading = None
                 self._released_at = time.monotonic()
                 if self._pending:  # someone else still waits: the background reader reads
@@ -409,7 +412,7 @@ class RpcClient:
         role = self._role
         try:
             while True:
-                with role:
+                with self._role_lock:
                     while True:
                         if self._closed or self._failure is not None:
                             return
@@ -565,7 +568,7 @@ class RpcClient:
         conn = self._conn
         if conn is not None:
             conn.close()
-        with self._role:
+        with self._role_lock:
             self._role.notify_all()
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
