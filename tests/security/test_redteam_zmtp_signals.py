@@ -216,18 +216,25 @@ def _hand_off_interrupted_at(k: int, files: tuple[str, ...]) -> tuple[str, dict[
         theirs.close()
 
 
-@pytest.mark.timeout(300)  # about 2,400 points, each a fresh hand-off: 20-50 s here
-def test_no_interruption_point_loses_a_reply_handed_to_another_thread() -> None:
-    files = (zmtp.__file__, client_mod.__file__)
+def _bad_points(probe: Any, files: tuple[str, ...], good: str
+                ) -> tuple[int, list[tuple[int, str, Any]]]:
+    """Run ``probe(k, files)`` for k = 1, 2, ... until it no longer reaches a k-th opcode:
+    how many points there were, and those whose outcome was not ``good``."""
     bad: list[tuple[int, str, Any]] = []
     k = 1
     while True:
-        outcome, fired = _hand_off_interrupted_at(k, files)
+        outcome, fired = probe(k, files)
         if not fired:
-            break
-        if outcome != "all delivered":
+            return k, bad
+        if outcome != good:
             bad.append((k, outcome, fired["at"]))
         k += 1
+
+
+@pytest.mark.timeout(300)  # about 2,400 points, each a fresh hand-off: 20-50 s here
+def test_no_interruption_point_loses_a_reply_handed_to_another_thread() -> None:
+    k, bad = _bad_points(_hand_off_interrupted_at, (zmtp.__file__, client_mod.__file__),
+                         "all delivered")
     assert k > 500, k  # the probe reached the hand-off's opcodes
     assert bad == [], bad[:10]
 
@@ -306,15 +313,7 @@ def test_no_interruption_point_leaves_the_read_role_held() -> None:
 
     # threading.py too: a handler runs in its Python code as well (Condition.__enter__
     # once held the role's lock when it raised: nothing released it)
-    files = (zmtp.__file__, client_mod.__file__, threading.__file__)
-    bad: list[tuple[int, str, Any]] = []
-    k = 1
-    while True:
-        outcome, fired = _role_after_call_interrupted_at(k, files)
-        if not fired:
-            break
-        if outcome != "ok":
-            bad.append((k, outcome, fired["at"]))
-        k += 1
+    k, bad = _bad_points(_role_after_call_interrupted_at,
+                         (zmtp.__file__, client_mod.__file__, threading.__file__), "ok")
     assert k > 100, k  # the probe reached the call's opcodes
     assert bad == [], (len(bad), bad[:10])
