@@ -129,6 +129,11 @@ class _AsyncWaiter:
             self.loop.call_soon_threadsafe(fn, self.future, value)
 
 
+def _host_reported(msg: dict[str, Any]) -> str:
+    """The failure of a connection whose host sent an error without a request id."""
+    return "protocol error: the host reported {}".format(msg.get("error", msg))
+
+
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
@@ -304,17 +309,21 @@ class RpcClient:
                 if self._batch and not conn.has_frame():
                     self._flush()
                 return True
-            reason = "protocol error: the host reported {}".format(msg.get("error", msg))
-        except zmtp.PeerClosed as exc:
-            reason = ("the RPC connection to the execengine host was closed" if self._closed
-                      else f"lost the connection to the execengine host ({exc})")
-        except zmtp.ZmtpError as exc:
-            reason = f"RPC transport error: {exc}"
-        except ToolCallError as exc:
-            reason = str(exc)
+            reason = _host_reported(msg)
+        except (zmtp.ZmtpError, ToolCallError) as exc:
+            reason = self._why_broken(exc)
         self._fail_all(reason)
         conn.close()
         return False
+
+    def _why_broken(self, exc: zmtp.ZmtpError | ToolCallError) -> str:
+        """Why the connection cannot go on, from what reading it raised."""
+        if isinstance(exc, zmtp.PeerClosed):
+            return ("the RPC connection to the execengine host was closed" if self._closed
+                    else f"lost the connection to the execengine host ({exc})")
+        if isinstance(exc, zmtp.ZmtpError):
+            return f"RPC transport error: {exc}"
+        return str(exc)
 
     def _take_role(self, waiter: _Waiter | _AsyncWaiter) -> bool | None:
         """Take the read role for ``waiter``'s thread if it is free (True); else wake the
@@ -386,24 +395,14 @@ class RpcClient:
                 frames, pos = found
                 msg = self._parse(frames)
                 if not self._dispatch(msg):
-                    raise ToolCallError("protocol error: the host reported {}".format(
-                        msg.get("error", msg)))
+                    raise ToolCallError(_host_reported(msg))
             conn.ping()
-        except zmtp.PeerClosed as exc:
-            self._lost(conn, "the RPC connection to the execengine host was closed"
-                       if self._closed else f"lost the connection to the execengine host "
-                       f"({exc})")
-        except zmtp.ZmtpError as exc:
-            self._lost(conn, f"RPC transport error: {exc}")
-        except ToolCallError as exc:
-            self._lost(conn, str(exc))
-
-    def _lost(self, conn: zmtp.ZmtpConnection, reason: str) -> None:
-        """The connection cannot go on (read from a signal handler): every waiter fails,
-        and the interrupted read sees the socket shut down (not closed: it is about to
-        use the descriptor again)."""
-        self._fail_all(reason)
-        conn.shutdown(reason)
+        except (zmtp.ZmtpError, ToolCallError) as exc:
+            # every waiter fails; the socket is shut down, not closed: the interrupted
+            # read is about to use the descriptor again (it gets EOF)
+            reason = self._why_broken(exc)
+            self._fail_all(reason)
+            conn.shutdown(reason)
 
     def _read_loop(self) -> None:
         """The background reader: reads while others wait or nobody has read for a while."""
