@@ -448,6 +448,49 @@ def test_a_call_from_a_signal_handler_during_its_threads_own_read_is_answered(
     assert [zmtp.split_command(b)[0] for b in seen] == [b"PING"]
 
 
+def test_the_host_vanishing_under_a_signal_handlers_call_fails_both_calls(
+        short_dir: Path) -> None:
+    # the host goes away while the handler's call reads for itself: the handler's call
+    # and the suspended one it interrupted both fail clearly, nothing waits forever
+    import signal
+
+    main = threading.get_ident()
+    path = short_dir / "raw.sock"
+    client: list[RpcClient] = []
+    got: dict[str, str] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        try:
+            client[0].call("inner", {})
+        except ToolCallError as exc:
+            got["inner"] = str(exc)
+
+    def serve(conn: socket.socket) -> None:
+        server_handshake(conn)
+        read_frame(conn)
+        conn.sendall(zmtp.encode_frame(b'{"v": 1, "type": "welcome", "exec": "e"}'))
+        read_frame(conn)  # the outer call
+        deadline = time.monotonic() + 10
+        while client[0]._reading is not threading.main_thread():
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        signal.pthread_kill(main, signal.SIGUSR1)
+        read_frame(conn)  # the handler's call; then the host is gone, unanswered
+
+    old = signal.signal(signal.SIGUSR1, on_signal)
+    try:
+        with RawServer(path, serve), RpcClient(str(path), TOKEN, EXEC_ID) as c:
+            client.append(c)
+            c.connect()
+            with pytest.raises(ToolCallError, match="lost the connection to the execengine"):
+                c.call("outer", {})
+            assert "lost the connection to the execengine host" in got["inner"]
+            with pytest.raises(ToolCallError, match="lost the connection"):
+                c.call("later", {})  # the failure is final
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
+
 def test_a_burst_of_replies_wakes_the_event_loop_once(short_dir: Path) -> None:
     # the host writes 20 replies in one go: they reach the event loop in one wake-up (one
     # call_soon_threadsafe), and every task gets its own reply
