@@ -9,8 +9,10 @@ Suites (``execengine bench speed --suite NAME``; all by default):
 - **launch**: the launcher alone starting ``python -I -S -c pass`` at each level, against
   the same bare spawn;
 - **roundtrip**: one no-op tool call from a script (median, p99) against a raw Unix-socket
-  echo through a reader thread; and 100 calls of a 50 ms tool gathered concurrently
-  against one such call alone (a warm one: a process's first call also connects);
+  echo through a reader thread, and against the least any Python host loop does per call
+  (two processes: ``epoll``, a read, JSON both ways, no dispatch); and 100 calls of a 50 ms
+  tool gathered concurrently against the slowest of them (its own time) and against one
+  such call alone (a warm one: a process's first call also connects);
 - **concurrency**: 50 calls of a 100 ms tool from 50 threads of one script, with the
   default ``max_parallel_tool_calls`` and with 64;
 - **throughput**: trivial executions per second with 1, 2, 4 and 8 callers against bare
@@ -293,10 +295,61 @@ def echo_round_trips(n: int) -> list[float]:
     return times
 
 
+#: the least a Python host and client can do per call: the client sends a framed JSON call
+#: and decodes the reply; the host (a forked process) waits in ``epoll`` with a timeout, as
+#: the real loop does, reads, parses, and answers from a template. No dispatch, no checks.
+_MINIMAL_LOOP = r"""
+import json, os, select, socket, sys, time
+n = int(sys.argv[1])
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+pid = os.fork()
+if pid == 0:
+    a.close()
+    b.setblocking(False)
+    ep = select.epoll()
+    ep.register(b.fileno(), select.EPOLLIN)
+    quote = json.encoder.encode_basestring
+    while True:
+        ep.poll(0.1)
+        try:
+            data = b.recv(262144)
+        except BlockingIOError:
+            continue
+        if not data:
+            os._exit(0)
+        call = json.loads(data[2:].decode("utf-8"))
+        reply = ('{"v":1,"type":"result","id":' + quote(call["id"]) + ',"result":'
+                 + quote(json.dumps({"ok": True})) + "}").encode("utf-8")
+        b.send(bytes((0, len(reply))) + reply)
+b.close()
+times = []
+for i in range(n + 1):
+    t0 = time.perf_counter()
+    msg = json.dumps({"v": 1, "type": "call", "id": str(i), "tool": "web_search",
+                      "args": {}}).encode("utf-8")
+    a.send(bytes((0, len(msg))) + msg)
+    reply = a.recv(65536)
+    json.loads(json.loads(reply[2:].decode("utf-8"))["result"])
+    times.append(time.perf_counter() - t0)
+a.close()
+os.waitpid(pid, 0)
+print(json.dumps(times[1:]))
+"""
+
+
+def minimal_loop_round_trips(n: int) -> list[float]:
+    """Round trips of :data:`_MINIMAL_LOOP`: what any Python host loop costs here."""
+    out = subprocess.run([sys.executable, "-I", "-c", _MINIMAL_LOOP, str(n)],
+                         capture_output=True, text=True, check=True, timeout=120)
+    times: list[float] = json.loads(out.stdout)
+    return times
+
+
 def roundtrip(config: Config, *, reps: int) -> list[Figure]:
     calls, rounds = 200, max(3, reps // 4)
     ours: list[float] = []
     echo: list[float] = []
+    floor: list[float] = []
     with noop_engine(config, "none", **{"code_execution.mode": "strict"}) as engine:
 
         def script() -> float:
@@ -308,7 +361,11 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
             echo.extend(echo_round_trips(calls))
             return 0.0
 
-        interleaved(rounds, script, baseline)
+        def least() -> float:
+            floor.extend(minimal_loop_round_trips(calls))
+            return 0.0
+
+        interleaved(rounds, script, baseline, least)
         gathered: list[float] = []
         slowest: list[float] = []
         alone: list[float] = []
@@ -321,6 +378,9 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
     return [
         Figure("no-op tool round trip", Spread.of(ours).scaled(1e6), Spread.of(echo).scaled(1e6),
                "us", "Unix-socket echo + reader thread", show_p99=True),
+        Figure("no-op tool round trip, against the least a Python loop does",
+               Spread.of(ours).scaled(1e6), Spread.of(floor).scaled(1e6), "us",
+               "minimal epoll loop + JSON, two processes", show_p99=True),
         Figure("100 gathered 50 ms calls", Spread.of(gathered).scaled(1000),
                Spread.of(slowest).scaled(1000), "ms", "the slowest of them, its own time"),
         Figure("100 gathered 50 ms calls, against one alone", Spread.of(gathered).scaled(1000),
