@@ -48,6 +48,26 @@ ENV_EXEC_ID = "EXECENGINE_EXEC_ID"
 IDLE_READ = 0.02
 
 
+#: the start of a call message, up to its id (see :meth:`RpcClient._submit`)
+_CALL_HEAD = f'{{"v": {PROTOCOL_VERSION}, "type": "call", "id": "'
+_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+#: decodes one JSON value at the start of a string, in C; see :func:`_loads`
+_scan = json.JSONDecoder().scan_once
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, without its Python layers when ``text`` is one JSON value
+    with nothing around it (what the host sends); anything else takes the full path,
+    which raises the same errors."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
+
+
 class ToolCallError(RuntimeError):
     """A tool call could not be made or answered (not a tool's own error result)."""
 
@@ -58,12 +78,12 @@ def decode_result(result: Any) -> Any:
     if not isinstance(result, str):
         return result
     try:
-        value = json.loads(result)
+        value = _loads(result)
     except ValueError:
         return result
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            return _loads(value)
         except ValueError:
             return value
     return value
@@ -92,8 +112,11 @@ class _Waiter:
         self._fire()
 
     def _fire(self) -> None:
-        with contextlib.suppress(RuntimeError):  # never twice, but never raise either
+        # never twice, but never raise either (no contextlib.suppress: this is per call)
+        try:  # noqa: SIM105
             self._lock.release()
+        except RuntimeError:
+            pass
 
     @property
     def done(self) -> bool:
@@ -269,7 +292,7 @@ class RpcClient:
         if len(frames) != 1:
             raise ToolCallError(f"protocol error: host sent a {len(frames)}-frame message")
         try:
-            msg = json.loads(frames[0].decode("utf-8"))
+            msg = _loads(frames[0].decode("utf-8"))
         except ValueError:
             raise ToolCallError("protocol error: host sent a message that is not JSON") from None
         if not isinstance(msg, dict):
@@ -476,8 +499,9 @@ class RpcClient:
             raise TypeError(f"tool arguments must be a dict, not {type(args).__name__}")
         req_id = str(next(self._ids))
         try:
-            payload = json.dumps({"v": PROTOCOL_VERSION, "type": "call", "id": req_id,
-                                  "tool": name, "args": args}).encode("utf-8")
+            # the envelope from a template (the id is digits), the arguments by json
+            payload = (_CALL_HEAD + req_id + '", "tool": ' + _quote(name) + ', "args": '
+                       + (json.dumps(args) if args else "{}") + "}").encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"arguments for tool {name!r} are not JSON-serialisable: {exc}") from None

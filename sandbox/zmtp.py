@@ -197,6 +197,12 @@ class ZmtpConnection:
 
     def send(self, *frames: bytes) -> None:
         """Send one message made of ``frames`` (at least one). Thread-safe."""
+        if len(frames) == 1 and len(frames[0]) <= _CHUNK:  # the common case: one copy
+            body = frames[0]
+            size = len(body)
+            self._send_locked((bytes((0, size)) if size <= 255
+                               else _frame_header(size, 0)) + body)
+            return
         if not frames:
             raise ValueError("a message has at least one frame")
         last = len(frames) - 1
@@ -236,7 +242,8 @@ class ZmtpConnection:
         if self._closed:
             raise PeerClosed(self._close_reason)
         try:
-            self._drain()  # what an interrupted send left
+            if self._out is not _NOTHING:
+                self._drain()  # what an interrupted send left
             self._out = ((data,) if isinstance(data, bytes) else data, [])
             self._drain()
             self._out = _NOTHING

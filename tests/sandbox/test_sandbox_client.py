@@ -46,6 +46,29 @@ def test_decode_result(text: Any, expected: Any) -> None:
     assert decode_result(text) == expected
 
 
+@pytest.mark.parametrize("text", [
+    '{"a": 1}', ' {"a": 1}', '{"a": 1} ', '\n[1]\n', '"x"', "1", "-0.5e3", "NaN", "null",
+    '{"a": 1}{"b": 2}', '{"a": 1} x', "\ufeff{}", "", " ", "{", '{"a": }', "[" * 50 + "]" * 50,
+    '{"a": 1, "a": 2}', '"\\ud800"', "1e999", "tru", "true false",
+])
+def test_fast_loads_is_json_loads(text: str) -> None:
+    """What the client decodes without json.loads' Python layers gives what json.loads
+    gives, and fails where it fails, with the same kind of error."""
+    from sandbox.client import _loads
+    try:
+        expected: Any = ("ok", json.loads(text))
+    except ValueError as exc:
+        expected = ("error", type(exc))
+    try:
+        got: Any = ("ok", _loads(text))
+    except ValueError as exc:
+        got = ("error", type(exc))
+    if expected[0] == "ok" and expected[1] != expected[1]:  # NaN
+        assert got[0] == "ok" and got[1] != got[1]
+    else:
+        assert got == expected
+
+
 # -- handshake ----------------------------------------------------------------------------
 
 
