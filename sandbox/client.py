@@ -50,9 +50,9 @@ IDLE_READ = 0.02
 
 #: the start of a call message, up to its id (see :meth:`RpcClient._submit`)
 _CALL_HEAD = f'{{"v": {PROTOCOL_VERSION}, "type": "call", "id": "'
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 #: decodes one JSON value at the start of a string, in C; see :func:`_loads`
-_scan = json.JSONDecoder().scan_once
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _loads(text: str) -> Any:
