@@ -7,8 +7,8 @@ got, so a reply delivered to the wrong execution (or call) is seen by the script
   makes the script hang until its timeout);
 * **misrouted**: a reply with another execution's tag or another call's index;
 * **refused**: a call answered with an error (for instance "all host worker threads busy");
-* **leaked**, after the engine closed: host file descriptors, threads, tagged temp
-  directories, cgroups, quarantined uid slots.
+* **leaked**, after the engine closed, beyond what was there before: host file descriptors,
+  threads, tagged temp directories, cgroups; and quarantined uid slots.
 
 Used by ``benchmarks/bench_load.py`` (full size) and ``tests/engine/test_engine_load.py``.
 """
@@ -138,7 +138,8 @@ def run(level: str, executions: int, calls: int, *, timeout: float = 300.0) -> L
         "code_execution.isolation": level, "code_execution.mode": "strict",
         "code_execution.timeout": timeout, "code_execution.hello_timeout": timeout,
         "code_execution.max_tool_calls": calls + 10})
-    fds, threads, dirs = _fds(), threading.active_count(), _tagged_dirs()
+    # what is there before (other engines of this process, their warm entries' cgroups)
+    fds, threads, dirs, groups = _fds(), threading.active_count(), _tagged_dirs(), _cgroups()
     durations: list[float] = []
     lost = misrouted = refused = ok = 0
     quarantined = 0
@@ -171,7 +172,7 @@ def run(level: str, executions: int, calls: int, *, timeout: float = 300.0) -> L
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and (
             _fds() > fds or threading.active_count() > threads or _tagged_dirs() > dirs
-            or _cgroups()):
+            or _cgroups() > groups):
         time.sleep(0.05)
     durations.sort()
     return LoadReport(
@@ -179,7 +180,7 @@ def run(level: str, executions: int, calls: int, *, timeout: float = 300.0) -> L
         calls_ok=ok, lost=lost, misrouted=misrouted, refused=refused,
         leaked_fds=max(0, _fds() - fds), leaked_threads=max(0, threading.active_count()
                                                               - threads),
-        leaked_dirs=max(0, _tagged_dirs() - dirs), leaked_cgroups=_cgroups(),
+        leaked_dirs=max(0, _tagged_dirs() - dirs), leaked_cgroups=max(0, _cgroups() - groups),
         quarantined_slots=quarantined,
         execution_p50_s=statistics.median(durations),
         execution_p99_s=durations[min(len(durations) - 1, int(len(durations) * 0.99))])
