@@ -8,7 +8,9 @@ itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call
 
 **Fast calls skip the hop.** Waking a worker costs more than a short call itself (on a
 small VM about half of a no-op round trip's host CPU). So a call of a tool whose last call
-was fast (under :data:`INLINE_FAST`) runs on the loop thread, once the loop's turn is done.
+was fast (under :data:`INLINE_FAST`) runs on the loop thread, once the loop's turn is done;
+a burst of them (a script's gathered calls) runs there too, up to :data:`INLINE_TURN`
+seconds of it per turn, and the rest of the burst goes to the pool.
 A *standby* thread watches it: should such a call run longer than :data:`HANDOVER`, the
 standby takes the loop over at once, and that tool's calls go to the pool for good (so one
 tool can hold at most one thread this way). The thread that ran the call becomes the
@@ -87,6 +89,9 @@ TICK = 0.1
 MAX_PENDING = 64
 #: a tool whose last call took less than this (seconds) has its calls run on the loop thread
 INLINE_FAST = 0.001
+#: the loop runs at most this many seconds of held calls in one turn (the rest of a burst
+#: goes to the pool): a burst of fast calls costs other connections at most this long a wait
+INLINE_TURN = 0.002
 #: a call on the loop thread running longer than this hands the loop to the standby thread
 HANDOVER = 0.01
 #: how often the standby looks while calls run on the loop thread
@@ -139,9 +144,10 @@ class RpcServer:
                  inline_calls: bool = True) -> None:
         self.max_message_bytes = max_message_bytes
         #: fast tools' calls run on the loop thread (see the module docstring), with these
-        #: two thresholds (seconds)
+        #: thresholds (seconds)
         self.inline_calls = inline_calls
         self.inline_fast = INLINE_FAST
+        self.inline_turn = INLINE_TURN
         self.handover = HANDOVER
         #: the share of the loop's time a tool's slow inline calls may take (see above)
         self.overrun_share = OVERRUN_SHARE
@@ -173,8 +179,8 @@ class RpcServer:
         #: tool name -> (seconds it may still overrun on the loop, as of then): tools whose
         #: inline calls overran ``inline_fast`` (see the module docstring)
         self._credit: dict[str, tuple[float, float]] = {}
-        #: the call the loop runs itself once this turn is done (before it polls again)
-        self._held: _CallJob | None = None
+        #: the calls the loop runs itself once this turn is done (before it polls again)
+        self._held: deque[_CallJob] = deque()
         #: guards the roles: ``_thread`` (the loop's owner), ``_standby`` and the fields below
         self._role = threading.Lock()
         self._standby: threading.Thread | None = None
@@ -186,7 +192,7 @@ class RpcServer:
         #: calls that outran HANDOVER on the loop thread (each handed the loop over)
         self.handovers = 0
         #: what a finished call tells the server: (submit the next job, note the call's time)
-        self._job_hooks = (self._submit, self._note_speed)
+        self._job_hooks = (self._next, self._note_speed)
 
     # -- public API (any thread) -------------------------------------------------------
 
@@ -427,12 +433,19 @@ class RpcServer:
         epoll = self._epoll
         assert epoll is not None
         next_tick = time.monotonic() + TICK
+        held = self._held
         while not self._stopping:
-            job = self._held
-            if job is not None:  # kept back by the last turn (see _dispatch)
-                self._held = None
-                if not self._run_held(me, job):
-                    return
+            if held:  # kept back by the last turn (see _dispatch)
+                until = time.monotonic() + self.inline_turn
+                while held:
+                    job = held.popleft()
+                    if not self._may_inline(job.call.tool):  # slow since it was held
+                        self._submit(job)
+                    elif not self._run_held(me, job):
+                        return  # the standby has the loop, and runs the rest
+                    elif time.monotonic() >= until:
+                        while held:  # the turn's share is spent: the rest to the pool
+                            self._submit(held.popleft())
             events = epoll.poll(0 if self._unfinished else TICK)
             for conn in list(self._unfinished):
                 self._guarded(conn, 0)
@@ -658,13 +671,25 @@ class RpcServer:
             return
         job = _CallJob(self._job_hooks, conn, call, generation)
         if channel.enqueue(job):
-            if (self._held is None and self.inline_calls and self._fast.get(call.tool)
-                    and call.tool not in self._never and (
-                        call.tool not in self._credit
-                        or self._credit_of(call.tool, time.monotonic()) > 0)):
-                self._held = job  # run by the loop itself once this turn is done
+            if self.inline_calls and self._may_inline(call.tool):
+                self._held.append(job)  # run by the loop itself once this turn is done
             else:
                 self._submit(job)
+
+    def _may_inline(self, tool: str) -> bool:
+        """``tool``'s calls run on the loop thread (see the module docstring)."""
+        return bool(self._fast.get(tool)) and tool not in self._never and (
+            tool not in self._credit or self._credit_of(tool, time.monotonic()) > 0)
+
+    def _next(self, job: _CallJob | None) -> None:
+        """Start ``job``, the next waiting call of an execution whose call just ended: on
+        the loop thread, held like a new call when its tool may run there (an execution's
+        burst past its ``max_parallel_calls``); else in the pool."""
+        if (job is not None and self.inline_calls and threading.current_thread() is self._thread
+                and self._may_inline(job.call.tool)):
+            self._held.append(job)
+        else:
+            self._submit(job)
 
     def _submit(self, job: _CallJob | None) -> None:
         """Hand ``job`` (holding one of its execution's slots) to the pool. A job the pool

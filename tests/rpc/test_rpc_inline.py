@@ -9,10 +9,13 @@ must be handed over blocks until the test releases it).
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 
 from execengine.rpc import server as rpc_server
+from execengine.rpc import zmtp
 
 
 def _thread_of(peer, call_id: str, tool: str, args: dict | None = None) -> str:
@@ -57,6 +60,143 @@ def test_a_fast_tools_calls_run_on_the_loop_thread(rpc):
         # loop runs the tool's calls itself
         assert _thread_of(peer, "1", "fast").startswith("execengine-tool")
         assert {_thread_of(peer, str(i), "fast") for i in range(2, 40)} == {"execengine-rpc"}
+
+
+class RawPeer:
+    """A ZMTP peer on a plain socket: :meth:`calls` writes many calls in one ``sendall``,
+    so the host finds them all in its next read."""
+
+    def __init__(self, ch) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(10)
+        self.sock.connect(ch.socket_path)
+        self.buf = b""
+        self.sock.sendall(zmtp.GREETING + zmtp.command(
+            b"READY", b"\x0bSocket-Type" + struct.pack("!I", 6) + b"DEALER"))
+        self._read(zmtp.GREETING_SIZE)
+        self.buf = self.buf[zmtp.GREETING_SIZE:]
+        self.calls([{"v": 1, "type": "hello", "exec": ch.exec_id, "token": ch.test_token}])
+        assert self.recv()["type"] == "welcome"
+
+    def _read(self, n: int) -> None:
+        while len(self.buf) < n:
+            data = self.sock.recv(65536)
+            assert data, "the host closed the connection"
+            self.buf += data
+
+    def calls(self, messages: list[dict]) -> None:
+        self.sock.sendall(b"".join(zmtp.frame(json.dumps(m).encode()) for m in messages))
+
+    def call(self, call_id: str, tool: str, args: dict | None = None) -> None:
+        self.calls([{"v": 1, "type": "call", "id": call_id, "tool": tool, "args": args or {}}])
+
+    def recv(self) -> dict:
+        while True:
+            self._read(2)
+            flags, size = self.buf[0], self.buf[1]
+            assert not flags & 0x02, "only short frames here"
+            self._read(2 + size)
+            body, self.buf = self.buf[2:2 + size], self.buf[2 + size:]
+            if not flags & 0x04:  # commands (READY, PING) are skipped
+                return json.loads(body)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawPeer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _raw_thread_of(peer: RawPeer, call_id: str, tool: str, args: dict | None = None) -> str:
+    peer.call(call_id, tool, args)
+    reply = peer.recv()
+    assert reply["id"] == call_id, reply
+    return json.loads(reply["result"])["thread"]
+
+
+def _burst_while_the_loop_is_busy(peer: RawPeer, tools: Tools, tool: str, n: int,
+                                  stall: Tools | None = None) -> None:
+    """Send ``n`` calls of ``tool`` (the first with ``{"wait": True}``) in one write while a
+    call blocks the loop thread, so that the loop reads and dispatches them in one turn;
+    then let the blocking call end. ``stall``: the handler of the blocking call (``tools``
+    when None), which is a call of "block" ("stall" with ``stall``)."""
+    blocker = stall or tools
+    name = "stall" if stall else "block"
+    peer.call("stalled", name, {"wait": True})
+    assert blocker.blocked.wait(10)
+    first = {"wait": True} if stall else {}
+    peer.calls([{"v": 1, "type": "call", "id": f"burst{i}", "tool": tool,
+                 "args": first if i == 0 else {}} for i in range(n)])
+    blocker.release.set()
+    assert peer.recv()["id"] == "stalled"
+
+
+def _threads(peer: RawPeer, n: int) -> dict[str, str]:
+    replies = [peer.recv() for _ in range(n)]
+    return {r["id"]: json.loads(r["result"])["thread"] for r in replies}
+
+
+def _raw_ready(rpc, handler, allowed=("fast", "block")) -> tuple[object, RawPeer]:
+    rpc.server.inline_fast = 10.0
+    rpc.server.handover = 30.0
+    ch = rpc.open(allowed=allowed, handler=handler, max_tool_calls=5000)
+    peer = RawPeer(ch)
+    for tool in allowed:  # a tool's first call goes to a worker; then it runs on the loop
+        assert _raw_thread_of(peer, f"{tool}1", tool).startswith("execengine-tool")
+        assert _raw_thread_of(peer, f"{tool}2", tool) == "execengine-rpc"
+    return ch, peer
+
+
+def test_a_burst_of_fast_calls_runs_on_the_loop_thread(rpc):
+    # a script's gathered calls of a fast tool, more than its max_parallel_calls (4 here):
+    # the loop runs them all itself, no hop to a worker
+    tools = Tools()
+    ch, peer = _raw_ready(rpc, tools)
+    rpc.server.inline_turn = 30.0
+    with ch, peer:
+        _burst_while_the_loop_is_busy(peer, tools, "fast", 20)
+        assert set(_threads(peer, 20).values()) == {"execengine-rpc"}
+
+
+def test_a_burst_past_the_turns_share_goes_to_the_pool(rpc):
+    # the loop's share of a turn spent (none here), the rest of the burst goes to workers:
+    # other connections wait for no more than that share
+    tools = Tools()
+    ch, peer = _raw_ready(rpc, tools)
+    rpc.server.inline_turn = 0.0
+    with ch, peer:
+        _burst_while_the_loop_is_busy(peer, tools, "fast", 20)
+        threads = _threads(peer, 20)
+        assert threads["burst0"] == "execengine-rpc"
+        rest = {threads[f"burst{i}"] for i in range(1, 20)}
+        assert all(n.startswith("execengine-tool") for n in rest), rest
+
+
+def test_held_calls_of_a_tool_handed_over_go_to_the_pool(rpc):
+    # a burst of one tool's calls is held; the first blocks and the loop is handed over:
+    # the new loop does not run the calls of that tool held behind it
+    stall, tools = Tools(), Tools()
+
+    def handler(tool: str, args: dict) -> str:
+        return stall("block", args) if tool == "stall" else tools(tool, args)
+
+    ch, peer = _raw_ready(rpc, handler, allowed=("stall", "block"))
+    rpc.server.inline_turn = 30.0
+    with ch, peer:
+        _burst_while_the_loop_is_busy(peer, tools, "block", 4, stall=stall)
+        assert tools.blocked.wait(10)  # burst0 blocks the loop now
+        rpc.server.handover = rpc_server.HANDOVER
+        deadline = time.monotonic() + 10
+        while rpc.server.handovers == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert rpc.server.handovers == 1
+        rest = _threads(peer, 3)  # answered while burst0 still blocks
+        assert all(n.startswith("execengine-tool") for n in rest.values()), rest
+        tools.release.set()
+        assert peer.recv()["id"] == "burst0"
 
 
 def test_a_slow_call_in_the_pool_keeps_only_the_next_call_there(rpc):
