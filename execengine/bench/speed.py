@@ -10,7 +10,8 @@ Suites (``execengine bench speed --suite NAME``; all by default):
   the same bare spawn;
 - **roundtrip**: one no-op tool call from a script (median, p99) against a raw Unix-socket
   echo through a reader thread, and against the least any Python host loop does per call
-  (two processes: ``epoll``, a read, JSON both ways, no dispatch); and 100 calls of a 50 ms
+  (two processes: ``epoll``, a read, JSON both ways, no dispatch); 1,000 no-op calls
+  gathered with asyncio against the same calls one after another; and 100 calls of a 50 ms
   tool gathered concurrently against the slowest of them (its own time) and against one
   such call alone (a warm one: a process's first call also connects);
 - **concurrency**: 50 calls of a 100 ms tool from 50 threads of one script, with the
@@ -241,6 +242,22 @@ for _ in range({n}):
 print(json.dumps(t))
 """
 
+#: 1,000 calls of a no-op tool gathered with asyncio, and the same calls one after another
+_GATHERED_FAST = """
+import asyncio, json, time
+from hermes_tools import aio, web_search
+web_search()  # the process's first call connects to the host
+async def main():
+    t0 = time.perf_counter()
+    await asyncio.gather(*[aio.web_search() for _ in range({n})])
+    return time.perf_counter() - t0
+gathered = asyncio.run(main())
+t0 = time.perf_counter()
+for _ in range({n}):
+    web_search()
+print(json.dumps([gathered, time.perf_counter() - t0]))
+"""
+
 _GATHERED = """
 import asyncio, json, time
 from hermes_tools import aio
@@ -366,6 +383,13 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
             return 0.0
 
         interleaved(rounds, script, baseline, least)
+        burst: list[float] = []
+        serial: list[float] = []
+        for _ in range(rounds):
+            r = _checked(engine.execute(_GATHERED_FAST.format(n=1000)), "gathered no-op calls")
+            together, one_by_one = json.loads(r.output)
+            burst.append(together)
+            serial.append(one_by_one)
         gathered: list[float] = []
         slowest: list[float] = []
         alone: list[float] = []
@@ -381,6 +405,8 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
         Figure("no-op tool round trip, against the least a Python loop does",
                Spread.of(ours).scaled(1e6), Spread.of(floor).scaled(1e6), "us",
                "minimal epoll loop + JSON, two processes", show_p99=True),
+        Figure("1,000 gathered no-op calls", Spread.of(burst).scaled(1000),
+               Spread.of(serial).scaled(1000), "ms", "the same calls one after another"),
         Figure("100 gathered 50 ms calls", Spread.of(gathered).scaled(1000),
                Spread.of(slowest).scaled(1000), "ms", "the slowest of them, its own time"),
         Figure("100 gathered 50 ms calls, against one alone", Spread.of(gathered).scaled(1000),
