@@ -14,6 +14,8 @@ import struct
 import threading
 import time
 
+import pytest
+
 from execengine.rpc import server as rpc_server
 from execengine.rpc import zmtp
 
@@ -150,29 +152,21 @@ def _raw_ready(rpc, handler, allowed=("fast", "block")) -> tuple[object, RawPeer
     return ch, peer
 
 
-def test_a_burst_of_fast_calls_runs_on_the_loop_thread(rpc):
+@pytest.mark.parametrize("turn", [30.0, 0.0])
+def test_a_burst_of_fast_calls_runs_on_the_loop_thread_for_the_turns_share(rpc, turn):
     # a script's gathered calls of a fast tool, more than its max_parallel_calls (4 here):
-    # the loop runs them all itself, no hop to a worker
+    # the loop runs them itself, no hop to a worker, until the turn's share is spent (at
+    # once with 0); the rest goes to workers, so other connections wait no longer than that
     tools = Tools()
     ch, peer = _raw_ready(rpc, tools)
-    rpc.server.inline_turn = 30.0
-    with ch, peer:
-        _burst_while_the_loop_is_busy(peer, tools, "fast", 20)
-        assert set(_threads(peer, 20).values()) == {"execengine-rpc"}
-
-
-def test_a_burst_past_the_turns_share_goes_to_the_pool(rpc):
-    # the loop's share of a turn spent (none here), the rest of the burst goes to workers:
-    # other connections wait for no more than that share
-    tools = Tools()
-    ch, peer = _raw_ready(rpc, tools)
-    rpc.server.inline_turn = 0.0
+    rpc.server.inline_turn = turn
     with ch, peer:
         _burst_while_the_loop_is_busy(peer, tools, "fast", 20)
         threads = _threads(peer, 20)
-        assert threads["burst0"] == "execengine-rpc"
-        rest = {threads[f"burst{i}"] for i in range(1, 20)}
-        assert all(n.startswith("execengine-tool") for n in rest), rest
+        on_loop = {i for i in range(20) if threads[f"burst{i}"] == "execengine-rpc"}
+        assert on_loop == (set(range(20)) if turn else {0}), threads
+        assert all(threads[f"burst{i}"].startswith("execengine-tool")
+                   for i in set(range(20)) - on_loop), threads
 
 
 def test_held_calls_of_a_tool_handed_over_go_to_the_pool(rpc):
