@@ -309,3 +309,24 @@ def test_a_tool_raising_system_exit_gets_an_error_reply_on_either_thread(rpc):
                 "error": "Tool execution failed: SystemExit: 3"}
             assert _thread_of(peer, f"y{i}", "fast") == "execengine-rpc"
         assert rpc.server.restarts == 0
+
+
+@pytest.mark.parametrize(("fast", "turn", "on_loop"), [
+    (0.05, rpc_server.INLINE_TURN, 1),  # after the first, the tool is slow: the rest to workers
+    (1e9, rpc_server.INLINE_TURN, 1),  # counted as fast: the turn's share ends with the first
+    (1e9, 1e9, 10),  # negative control: no share, no speed check: each call holds the loop
+], ids=["slow", "share", "control"])
+def test_a_hostile_burst_of_slow_calls_holds_the_loop_for_one_call(rpc, fast, turn, on_loop):
+    # a script sends ten 60 ms calls of a tool that was fast, in one write: whatever the
+    # tool counts as, the loop (so every other execution) waits for one of them, not ten
+    def tool(name: str, args: dict) -> str:
+        time.sleep(args.get("sleep", 0))
+        return json.dumps({"thread": threading.current_thread().name})
+
+    ch, peer = _raw_ready(rpc, tool, allowed=("t",))
+    rpc.server.inline_fast, rpc.server.inline_turn = fast, turn
+    with ch, peer:
+        peer.calls([{"v": 1, "type": "call", "id": f"s{i}", "tool": "t",
+                     "args": {"sleep": 0.06}} for i in range(10)])
+        threads = _threads(peer, 10)
+        assert sum(n == "execengine-rpc" for n in threads.values()) == on_loop, threads
