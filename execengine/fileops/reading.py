@@ -2,14 +2,18 @@
 
 Lines are numbered from 1 as ``"{n:>6}|{text}"``. A line longer than :data:`MAX_LINE_CHARS`
 is cut with a marker saying how long it was; the whole window is capped at ``max_chars``
-(the rest is one ``offset=`` away). The file is streamed, so a huge file costs memory only
-for the window returned.
+(the rest is one ``offset=`` away). A file up to 1 MB is read whole (one read; only the
+lines shown are decoded); a larger one is streamed, so a huge file costs memory only for
+the window returned.
 """
 
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate, count
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,9 @@ MAX_LINE_CHARS = 2000
 MAX_LIMIT = 5000
 #: how much of one line is read at a time (the rest of a longer line is skipped)
 _LINE_BYTES = 4 * (MAX_LINE_CHARS + 8)
+#: a file up to this size is read whole (one read, one decode per line shown); a larger
+#: one is streamed line by line, so its memory stays that of the window
+_WHOLE_BYTES = 1 << 20
 
 
 @dataclass
@@ -98,31 +105,28 @@ def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int)
 
 def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
              size: int) -> ReadResult:
-    parts: list[str] = []
-    used = 0
-    total = 0
-    returned = 0
-    long_lines: list[int] = []
-    stopped_at: int | None = None  # first line not shown although inside the window
-    # a line is read at most _LINE_BYTES at a time: one endless line costs no more
-    for number, (raw, skipped) in enumerate(bounded_lines(fh, _LINE_BYTES), start=1):
-        total = number
-        if number < offset or number >= offset + limit or stopped_at is not None:
-            continue
-        text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
-        if number == 1 and text.startswith("\ufeff"):
-            text = text[1:]
-        if len(text) + skipped > MAX_LINE_CHARS:
-            long_lines.append(number)
-            text = (text[:MAX_LINE_CHARS] + f" … [line cut: {len(text) + skipped} "
-                    f"characters, {MAX_LINE_CHARS} shown]")
-        row = f"{number:>6}|{text}"
-        if returned and used + len(row) + 1 > max_chars:
-            stopped_at = number
-            continue
-        parts.append(row)
-        used += len(row) + 1
-        returned += 1
+    whole = _whole_lines(fh, size)
+    if whole is not None:
+        total = len(whole)
+        end = min(total, offset + limit - 1)
+        rows = _window_rows(whole, offset, end, max_chars)
+        parts, returned, stopped_at, long_lines = rows or _rows(
+            ((n, whole[n - 1], 0) for n in range(offset, end + 1)), max_chars)
+    else:
+        # a line is read at most _LINE_BYTES at a time: one endless line costs no more
+        counted = [0]
+
+        def window() -> Iterator[tuple[int, bytes, int]]:
+            for number, (raw, skipped) in enumerate(bounded_lines(fh, _LINE_BYTES), start=1):
+                counted[0] = number
+                if offset <= number < offset + limit:
+                    yield number, raw, skipped
+
+        lines = window()
+        parts, returned, stopped_at, long_lines = _rows(lines, max_chars)
+        for _ in lines:  # the rest of the file, counted
+            pass
+        total = counted[0]
     if total and offset > total:
         raise FileOpError(
             f"offset {offset} is past the end of {shown!r}, which has {total} lines",
@@ -144,3 +148,67 @@ def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
         next_offset=next_offset,
         long_lines=long_lines,
     )
+
+
+def _whole_lines(fh: Any, size: int) -> list[bytes] | None:
+    """The lines of a file up to :data:`_WHOLE_BYTES` (newlines dropped), read at once;
+    None (``fh`` rewound) when it is larger or a line is as long as :data:`_LINE_BYTES`,
+    which the streaming path reads in pieces. Both give the same rows: ``\\n`` is never
+    part of a UTF-8 sequence, so decoding line by line is decoding the whole."""
+    if size > _WHOLE_BYTES:
+        return None
+    data: bytes = fh.read(size + 1)  # one byte more tells a file that grew since its stat
+    lines = data.split(b"\n")
+    if lines[-1] == b"":  # a newline at the end ends the last line; an empty file: none
+        lines.pop()
+    if len(data) > size or (lines and max(map(len, lines)) >= _LINE_BYTES):
+        fh.seek(0)
+        return None
+    return lines
+
+
+def _window_rows(lines: list[bytes], offset: int, end: int, max_chars: int
+                 ) -> tuple[list[str], int, int | None, list[int]] | None:
+    """:func:`_rows` of lines ``offset`` to ``end`` of a file read whole, a window at a
+    time instead of line by line; None when a line must be cut (:func:`_rows` does it)."""
+    if end < offset:
+        return [], 0, None, []
+    window = b"\n".join(lines[offset - 1:end]).decode("utf-8", errors="replace")
+    texts = window.split("\n")
+    if "\r" in window:
+        texts = [t.rstrip("\r") for t in texts]
+    if offset == 1 and texts[0].startswith("\ufeff"):
+        texts[0] = texts[0][1:]
+    if max(map(len, texts)) > MAX_LINE_CHARS:
+        return None
+    rows = [f"{number:>6}|{text}" for number, text in zip(count(offset), texts)]
+    # the first row always; each next one while the rows so far, newlines included, fit
+    fit = max(1, bisect_right(list(accumulate(len(row) + 1 for row in rows)), max_chars))
+    if fit < len(rows):
+        return rows[:fit], fit, offset + fit, []
+    return rows, fit, None, []
+
+
+def _rows(lines: Iterator[tuple[int, bytes, int]], max_chars: int
+          ) -> tuple[list[str], int, int | None, list[int]]:
+    """Numbered rows of the window's ``(number, raw line, characters skipped)``, up to
+    ``max_chars``: the rows, how many, the first line left out (or None), the cut lines."""
+    parts: list[str] = []
+    used = 0
+    returned = 0
+    long_lines: list[int] = []
+    for number, raw, skipped in lines:
+        text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if len(text) + skipped > MAX_LINE_CHARS:
+            long_lines.append(number)
+            text = (text[:MAX_LINE_CHARS] + f" … [line cut: {len(text) + skipped} "
+                    f"characters, {MAX_LINE_CHARS} shown]")
+        row = f"{number:>6}|{text}"
+        if returned and used + len(row) + 1 > max_chars:
+            return parts, returned, number, long_lines
+        parts.append(row)
+        used += len(row) + 1
+        returned += 1
+    return parts, returned, None, long_lines

@@ -195,3 +195,91 @@ def test_unavailable_when_the_working_directory_is_gone(tmp_path):
     with ToolRegistry.with_builtins(config, plugins=False) as reg:
         verdict = reg.availability(["read_file", "write_file", "patch"])
     assert all(not v.available and "does not exist" in v.reason for v in verdict.values())
+
+
+def _contents() -> list[bytes]:
+    """Files on both sides of every rule of the reader: newlines at the end or not, CRLF
+    and stray CRs, a BOM, invalid and cut UTF-8, lines just under, at and over the cut,
+    lines longer than one read of the streaming path, empty lines, empty files."""
+    import random
+
+    rng = random.Random(7)
+    fixed = [b"", b"\n", b"\n\n", b"a", b"a\n", b"a\nb", b"a\r\nb\r\n", b"a\r\r\n\r",
+             b"\xef\xbb\xbfbom\nx\n", b"\xef\xbb\xbf", b"bad \xff\xfe here\nok\n",
+             b"cut \xe2\x82\nnext\n", b"end \xe2\x82", "ünï\ncødé\n".encode(),
+             b"x" * 1999 + b"\n" + b"y" * 2000 + b"\n" + b"z" * 2001 + b"\n",
+             "é".encode() * 2100 + b"\nshort\n", b"w" * 8031 + b"\nafter\n",
+             b"v" * 8032 + b"\nafter\n", b"u" * 20000, b"\r" * 9000 + b"\nx\n"]
+    alphabet = [b"a", b"b", b" ", b"\n", b"\n", b"\r", b"\xc3\xa9", b"\xff", b"\xe2\x82",
+                b"\t", b"\xef\xbb\xbf"]
+    for _ in range(60):
+        fixed.append(b"".join(rng.choice(alphabet) * rng.choice((1, 1, 1, 5, 300))
+                              for _ in range(rng.randrange(0, 120))))
+    return fixed
+
+
+def test_a_file_read_whole_gives_what_the_streaming_reader_gives(tmp_path, monkeypatch):
+    # files up to 1 MB are read at once, larger ones streamed line by line: for every
+    # content and window both must give the same result (or the same error)
+    from execengine.errors import FileOpError
+    from execengine.fileops import reading
+
+    def result(path: Path, offset: int, limit: int, max_chars: int) -> object:
+        try:
+            return reading.read_window(path, "f", offset, limit, max_chars).to_dict()
+        except FileOpError as exc:
+            return ("error", str(exc))
+
+    windows = [(1, 5000, 100_000), (1, 1, 100_000), (2, 3, 100_000), (1, 5000, 30),
+               (3, 2, 10), (40, 5, 100_000), (1, 5000, 9000)]
+    compared = read_whole = 0
+    for i, content in enumerate(_contents()):
+        path = tmp_path / f"f{i}"
+        path.write_bytes(content)
+        with path.open("rb") as fh:
+            read_whole += reading._whole_lines(fh, len(content)) is not None
+        for window in windows:
+            whole = result(path, *window)
+            with monkeypatch.context() as m:
+                m.setattr(reading, "_WHOLE_BYTES", -1)  # every file streamed
+                streamed = result(path, *window)
+            assert whole == streamed, (content[:80], window)
+            compared += 1
+    assert compared == len(_contents()) * len(windows)
+    # all but the files with a line of 8,032 bytes or more took the whole-file path
+    long = sum(1 for c in _contents() if max(map(len, c.split(b"\n"))) >= 8032)
+    assert 3 <= long < 20 and read_whole == len(_contents()) - long
+
+
+def test_the_binary_sniff_counts_bytes_as_defined():
+    # looks_binary counts bytes in C (bytes.translate): the same verdicts as counting them
+    # one by one, on samples around both thresholds
+    import random
+
+    from execengine.fileops.textio import looks_binary
+
+    text_control = {7, 8, 9, 10, 12, 13, 27}
+
+    def reference(sample: bytes) -> bool:
+        if not sample:
+            return False
+        if b"\x00" in sample:
+            return True
+        try:
+            sample.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(sample) - 4:
+                odd = sum(1 for b in sample if b >= 0x80 or (b < 32 and b not in text_control))
+                return odd / len(sample) > 0.30
+        odd = sum(1 for b in sample if b < 32 and b not in text_control)
+        return odd / len(sample) > 0.10
+
+    rng = random.Random(3)
+    verdicts = set()
+    for _ in range(3000):
+        pool = rng.choice([range(1, 256), range(1, 32), range(32, 127), range(0x80, 256)])
+        sample = bytes(rng.choice(pool) if rng.random() < rng.random() else 97
+                       for _ in range(rng.randrange(1, 64)))
+        verdicts.add(looks_binary(sample))
+        assert looks_binary(sample) == reference(sample), sample
+    assert verdicts == {True, False}
