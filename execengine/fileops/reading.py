@@ -28,6 +28,9 @@ _LINE_BYTES = 4 * (MAX_LINE_CHARS + 8)
 #: a file up to this size is read whole (one read, one decode per line shown); a larger
 #: one is streamed line by line, so its memory stays that of the window
 _WHOLE_BYTES = 1 << 20
+#: ... and has at most this many lines (each becomes an object: a megabyte of short lines
+#: would be a spike of tens of megabytes per call)
+_WHOLE_LINES = 20_000
 
 
 @dataclass
@@ -151,17 +154,21 @@ def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
 
 
 def _whole_lines(fh: Any, size: int) -> list[bytes] | None:
-    """The lines of a file up to :data:`_WHOLE_BYTES` (newlines dropped), read at once;
-    None (``fh`` rewound) when it is larger or a line is as long as :data:`_LINE_BYTES`,
-    which the streaming path reads in pieces. Both give the same rows: ``\\n`` is never
-    part of a UTF-8 sequence, so decoding line by line is decoding the whole."""
+    """The lines of a file up to :data:`_WHOLE_BYTES` and :data:`_WHOLE_LINES` (newlines
+    dropped), read at once; None (``fh`` rewound) when it is larger, has more lines, or a
+    line is as long as :data:`_LINE_BYTES`, which the streaming path reads in pieces. Both
+    give the same rows: ``\\n`` is never part of a UTF-8 sequence, so decoding line by line
+    is decoding the whole."""
     if size > _WHOLE_BYTES:
         return None
     data: bytes = fh.read(size + 1)  # one byte more tells a file that grew since its stat
+    if len(data) > size or data.count(b"\n") > _WHOLE_LINES:
+        fh.seek(0)
+        return None
     lines = data.split(b"\n")
     if lines[-1] == b"":  # a newline at the end ends the last line; an empty file: none
         lines.pop()
-    if len(data) > size or (lines and max(map(len, lines)) >= _LINE_BYTES):
+    if lines and max(map(len, lines)) >= _LINE_BYTES:
         fh.seek(0)
         return None
     return lines
