@@ -60,10 +60,16 @@ class WorkerPool:
                 self._jobs.put(job)
                 return True
             if len(self._threads) < self.max_workers:
-                self._grow()
-                self._busy += 1
-                self._jobs.put(job)
-                return True
+                try:
+                    self._grow()
+                except RuntimeError:  # no thread left in this process (its limit): the
+                    # job waits for a worker like one past max_workers
+                    log.warning("cannot start a tool worker thread (%d running)",
+                                len(self._threads))
+                else:
+                    self._busy += 1
+                    self._jobs.put(job)
+                    return True
             if self._held_by_abandoned():
                 return False
             self._backlog.append((time.monotonic() + self.max_wait, job))
@@ -94,8 +100,8 @@ class WorkerPool:
         # under self._lock
         t = threading.Thread(target=self._work, daemon=True,
                              name=f"{self._name}-{len(self._threads)}")
+        t.start()  # counted once it runs: a thread that failed to start is no worker
         self._threads.append(t)
-        t.start()
 
     def _work(self) -> None:
         me = threading.get_ident()

@@ -395,16 +395,27 @@ class RpcServer:
         over meanwhile (this thread then stands by in its place, or ends)."""
         tool = job.call.tool
         start = time.monotonic()
+        watched = True
         with self._role:
-            self._inline_since = self._last_inline = start
-            self._inline_tool = tool
             if self._standby is None:
-                self._standby = threading.Thread(target=self._run, daemon=True,
-                                                 name="execengine-rpc-standby")
-                self._standby.start()
+                standby = threading.Thread(target=self._run, daemon=True,
+                                           name="execengine-rpc-standby")
+                try:
+                    standby.start()  # it waits for this lock before it looks at anything
+                    self._standby = standby
+                except RuntimeError:  # no thread left in this process (its limit)
+                    watched = False
             elif self._standby_asleep:
                 self._standby_asleep = False
                 self._standby_wake.set()
+            if watched:
+                self._inline_since = self._last_inline = start
+                self._inline_tool = tool
+        if not watched:  # nobody could take the loop over from it: a worker runs it
+            log.warning("cannot start the RPC standby thread; a call of %s goes to a "
+                        "worker", tool)
+            self._submit(job)
+            return True
         try:
             job()
         finally:
@@ -417,6 +428,10 @@ class RpcServer:
                     self._inline_since = None
                 if not owner and self._standby is None:
                     self._standby = me
+            if not owner and self._held:
+                # calls held while this one ran (its execution's next ones): the new owner
+                # may be waiting in epoll already
+                self._wake()
         return owner
 
     def _credit_of(self, tool: str, now: float) -> float:

@@ -330,3 +330,35 @@ def test_a_hostile_burst_of_slow_calls_holds_the_loop_for_one_call(rpc, fast, tu
                      "args": {"sleep": 0.06}} for i in range(10)])
         threads = _threads(peer, 10)
         assert sum(n == "execengine-rpc" for n in threads.values()) == on_loop, threads
+
+
+def test_a_standby_that_cannot_start_sends_the_call_to_a_worker(rpc, monkeypatch):
+    # the host at its thread limit when a call would first run on the loop: without a
+    # standby nothing could take the loop over from it, so a worker runs it; once threads
+    # start again, calls run on the loop with a standby that does take over
+    refused: list[str] = []
+    start = threading.Thread.start
+
+    def flaky(self):
+        if self.name == "execengine-rpc-standby" and not refused:
+            refused.append(self.name)
+            raise RuntimeError("can't start new thread")
+        return start(self)
+
+    tools = Tools()
+    ch, peer = _ready(rpc, tools)
+    with ch:
+        assert _thread_of(peer, "1", "block").startswith("execengine-tool")
+        monkeypatch.setattr(threading.Thread, "start", flaky)
+        assert _thread_of(peer, "2", "block").startswith("execengine-tool")
+        assert refused and peer.silent()  # answered once, by a worker
+        assert _thread_of(peer, "3", "block") == "execengine-rpc"
+        rpc.server.handover = rpc_server.HANDOVER
+        peer.call("4", "block", {"wait": True})
+        assert tools.blocked.wait(10)
+        deadline = time.monotonic() + 10
+        while rpc.server.handovers == 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert rpc.server.handovers == 1
+        tools.release.set()
+        assert peer.recv()["id"] == "4"

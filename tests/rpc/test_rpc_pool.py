@@ -43,3 +43,44 @@ def test_hung_job_does_not_block_close():
     while pool.busy:
         assert time.monotonic() < deadline
         time.sleep(0.005)
+
+
+def _failing_starts(monkeypatch, prefix: str, times: int) -> list[str]:
+    """Thread.start raises (as when the process is at its thread limit) for the next
+    ``times`` threads whose name starts with ``prefix``; the names refused are listed."""
+    refused: list[str] = []
+    start = threading.Thread.start
+
+    def flaky(self):
+        if self.name.startswith(prefix) and len(refused) < times:
+            refused.append(self.name)
+            raise RuntimeError("can't start new thread")
+        return start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", flaky)
+    return refused
+
+
+def test_a_worker_that_cannot_start_leaves_the_job_waiting_not_lost(monkeypatch):
+    # the host at its thread limit: the job waits for a worker that exists (or, with none,
+    # is handed back by expired() after max_wait); a thread that never ran is no worker
+    pool = WorkerPool(4, max_wait=0.2)
+    release = threading.Event()
+    ran = threading.Semaphore(0)
+    pool.submit(lambda: (release.wait(10), ran.release()))
+    assert pool.size == 1
+    refused = _failing_starts(monkeypatch, "execengine-tool", 1)
+    assert pool.submit(ran.release)
+    assert refused and pool.size == 1 and pool.queued == 1
+    release.set()
+    assert ran.acquire(timeout=5) and ran.acquire(timeout=5)  # the worker ran it after
+    assert pool.queued == 0
+    pool.close()
+
+    empty = WorkerPool(2, max_wait=0.2)
+    _failing_starts(monkeypatch, "execengine-tool", 1)
+    assert empty.submit(ran.release)
+    assert empty.size == 0 and empty.queued == 1
+    time.sleep(0.25)
+    assert len(empty.expired()) == 1  # the caller answers it: it is not lost
+    empty.close()
