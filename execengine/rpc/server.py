@@ -256,7 +256,8 @@ class RpcServer:
         self._close_listener(listener)
 
     def close(self) -> None:
-        """Stop the loop, close every socket and the pool. Idempotent."""
+        """Stop the loop, close every socket, every channel still open (their folders
+        removed) and the pool. Idempotent."""
         with self._lock:
             if self._closed:
                 return
@@ -279,6 +280,7 @@ class RpcServer:
                     break  # else the standby took the loop over meanwhile: wait for it
         for listener in listeners:
             self._close_listener(listener)
+            listener.channel.close()  # still open: its socket's folder goes too
         self._handlers.clear()
         if self._epoll is not None:
             self._epoll.close()

@@ -204,3 +204,11 @@ def test_ping_ignored_by_zmq_layer(rpc):
         p.call("1", "echo")
         reply = p.recv()
         assert reply["id"] == "1" and reply["type"] == "result"
+
+
+def test_closing_the_server_ends_the_channels_left_open_and_removes_their_folders(rpc):
+    ch = rpc.open()
+    folder = ch.socket_dir
+    assert os.path.isdir(folder) and not ch.closed
+    rpc.server.close()
+    assert ch.closed and not os.path.exists(folder)
