@@ -1,9 +1,10 @@
-"""Suite-wide: no test reads the user's own configuration.
+"""Suite-wide: no test reads the user's own configuration, or leaves spill files behind.
 
 ``$EXECENGINE_CONFIG`` is unset and the home default (``~/.execengine/config.yaml``) points
 into an empty temporary directory, so a developer's config cannot change what a test sees
 (the CLI commands load the config; they used to pick up the user's). Tests of the search
-order set both themselves.
+order set both themselves. The full outputs of truncated executions go under pytest's own
+temporary directory instead of the per-user ``execengine-output-<uid>`` in ``/tmp``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from execengine import _configload
+from execengine.engine import core, sessions
 
 
 @pytest.fixture(autouse=True)
@@ -24,3 +26,11 @@ def _no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Te
     monkeypatch.setattr(_configload, "default_config_path",
                         lambda: Path(home) / ".execengine" / "config.yaml")
     yield
+
+
+@pytest.fixture(autouse=True)
+def _spill_in_pytest_temp(monkeypatch: pytest.MonkeyPatch,
+                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    where = str(tmp_path_factory.getbasetemp() / "spill")
+    for module in (core, sessions):
+        monkeypatch.setattr(module, "spill_dir", lambda: where)
