@@ -27,6 +27,14 @@ def _thread_of(peer, call_id: str, tool: str, args: dict | None = None) -> str:
     return json.loads(reply["result"])["thread"]
 
 
+def _handed_over(rpc) -> None:
+    """Wait (10 s at most) for the standby to take the loop over, once."""
+    deadline = time.monotonic() + 10
+    while rpc.server.handovers == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert rpc.server.handovers == 1
+
+
 class Tools:
     """A handler that says which thread ran each call; ``block`` waits for ``release``."""
 
@@ -183,10 +191,7 @@ def test_held_calls_of_a_tool_handed_over_go_to_the_pool(rpc):
         _burst_while_the_loop_is_busy(peer, tools, "block", 4, stall=stall)
         assert tools.blocked.wait(10)  # burst0 blocks the loop now
         rpc.server.handover = rpc_server.HANDOVER
-        deadline = time.monotonic() + 10
-        while rpc.server.handovers == 0 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert rpc.server.handovers == 1
+        _handed_over(rpc)
         rest = _threads(peer, 3)  # answered while burst0 still blocks
         assert all(n.startswith("execengine-tool") for n in rest.values()), rest
         tools.release.set()
@@ -230,10 +235,7 @@ def test_a_slow_call_on_the_loop_hands_the_loop_over(rpc):
         rpc.server.handover = rpc_server.HANDOVER
         peer.call("3", "block", {"wait": True})
         assert tools.blocked.wait(10)
-        deadline = time.monotonic() + 10
-        while rpc.server.handovers == 0 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert rpc.server.handovers == 1
+        _handed_over(rpc)
         rpc.server.handover = 30.0  # no second handover from a slow machine below
         # served by the thread that took the loop over, while call 3 still blocks
         for i in range(5):
@@ -356,9 +358,6 @@ def test_a_standby_that_cannot_start_sends_the_call_to_a_worker(rpc, monkeypatch
         rpc.server.handover = rpc_server.HANDOVER
         peer.call("4", "block", {"wait": True})
         assert tools.blocked.wait(10)
-        deadline = time.monotonic() + 10
-        while rpc.server.handovers == 0 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        assert rpc.server.handovers == 1
+        _handed_over(rpc)
         tools.release.set()
         assert peer.recv()["id"] == "4"
