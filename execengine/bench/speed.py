@@ -402,14 +402,14 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
     return [
         Figure("no-op tool round trip", Spread.of(ours).scaled(1e6), Spread.of(echo).scaled(1e6),
                "us", "Unix-socket echo + reader thread", show_p99=True),
-        Figure("no-op tool round trip, against the least a Python loop does",
+        Figure("no-op tool round trip (Python floor)",
                Spread.of(ours).scaled(1e6), Spread.of(floor).scaled(1e6), "us",
                "minimal epoll loop + JSON, two processes", show_p99=True),
         Figure("1,000 gathered no-op calls", Spread.of(burst).scaled(1000),
                Spread.of(serial).scaled(1000), "ms", "the same calls one after another"),
         Figure("100 gathered 50 ms calls", Spread.of(gathered).scaled(1000),
                Spread.of(slowest).scaled(1000), "ms", "the slowest of them, its own time"),
-        Figure("100 gathered 50 ms calls, against one alone", Spread.of(gathered).scaled(1000),
+        Figure("100 gathered 50 ms calls (one alone)", Spread.of(gathered).scaled(1000),
                Spread.of(alone).scaled(1000), "ms", "one such call alone"),
     ]
 
