@@ -68,15 +68,12 @@ class PeerError(ZmtpError):
 
 def encode_frame(body: bytes, flags: int = 0) -> bytes:
     """The header of one frame followed by ``body`` (short or long size, as needed)."""
-    size = len(body)
-    if size <= 255:
-        return struct.pack("!BB", flags, size) + body
-    return struct.pack("!BQ", flags | FLAG_LONG, size) + body
+    return _frame_header(len(body), flags) + body
 
 
 def _frame_header(size: int, flags: int) -> bytes:
     if size <= 255:
-        return struct.pack("!BB", flags, size)
+        return bytes((flags, size))
     return struct.pack("!BQ", flags | FLAG_LONG, size)
 
 
@@ -198,10 +195,7 @@ class ZmtpConnection:
     def send(self, *frames: bytes) -> None:
         """Send one message made of ``frames`` (at least one). Thread-safe."""
         if len(frames) == 1 and len(frames[0]) <= _CHUNK:  # the common case: one copy
-            body = frames[0]
-            size = len(body)
-            self._send_locked((bytes((0, size)) if size <= 255
-                               else _frame_header(size, 0)) + body)
+            self._send_locked(encode_frame(frames[0]))
             return
         if not frames:
             raise ValueError("a message has at least one frame")
@@ -210,8 +204,7 @@ class ZmtpConnection:
         for i, frame in enumerate(frames):
             parts.append(_frame_header(len(frame), FLAG_MORE if i < last else 0))
             parts.append(frame)
-        self._send_locked(parts[0] + parts[1] if len(parts) == 2 and len(parts[1]) <= _CHUNK
-                          else tuple(parts))
+        self._send_locked(tuple(parts))
 
     def _send_command(self, name: bytes, data: bytes = b"") -> None:
         self._send_locked(encode_command(name, data))
