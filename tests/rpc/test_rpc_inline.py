@@ -21,6 +21,7 @@ from execengine.rpc import zmtp
 
 
 def _thread_of(peer, call_id: str, tool: str, args: dict | None = None) -> str:
+    """The thread that ran one call (``peer``: the pyzmq Peer or a :class:`RawPeer`)."""
     peer.call(call_id, tool, args)
     reply = peer.recv()
     assert reply["id"] == call_id, reply
@@ -120,13 +121,6 @@ class RawPeer:
         self.close()
 
 
-def _raw_thread_of(peer: RawPeer, call_id: str, tool: str, args: dict | None = None) -> str:
-    peer.call(call_id, tool, args)
-    reply = peer.recv()
-    assert reply["id"] == call_id, reply
-    return json.loads(reply["result"])["thread"]
-
-
 def _burst_while_the_loop_is_busy(peer: RawPeer, tools: Tools, tool: str, n: int,
                                   stall: Tools | None = None) -> None:
     """Send ``n`` calls of ``tool`` (the first with ``{"wait": True}``) in one write while a
@@ -155,8 +149,8 @@ def _raw_ready(rpc, handler, allowed=("fast", "block")) -> tuple[object, RawPeer
     ch = rpc.open(allowed=allowed, handler=handler, max_tool_calls=5000)
     peer = RawPeer(ch)
     for tool in allowed:  # a tool's first call goes to a worker; then it runs on the loop
-        assert _raw_thread_of(peer, f"{tool}1", tool).startswith("execengine-tool")
-        assert _raw_thread_of(peer, f"{tool}2", tool) == "execengine-rpc"
+        assert _thread_of(peer, f"{tool}1", tool).startswith("execengine-tool")
+        assert _thread_of(peer, f"{tool}2", tool) == "execengine-rpc"
     return ch, peer
 
 
