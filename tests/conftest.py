@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from execengine import _configload
-from execengine.engine import core, sessions
+from execengine.engine import spill
 
 
 @pytest.fixture(autouse=True)
@@ -32,5 +32,4 @@ def _no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Te
 def _spill_in_pytest_temp(monkeypatch: pytest.MonkeyPatch,
                           tmp_path_factory: pytest.TempPathFactory) -> None:
     where = str(tmp_path_factory.getbasetemp() / "spill")
-    for module in (core, sessions):
-        monkeypatch.setattr(module, "spill_dir", lambda: where)
+    monkeypatch.setattr(spill, "spill_dir", lambda: where)

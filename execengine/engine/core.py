@@ -26,6 +26,7 @@ from execengine.childenv import build_child_env
 from execengine.config import MODES, Config, Mode
 from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
+from execengine.engine import spill
 from execengine.engine.allowed import (
     allowed_tools,
     function_schemas,
@@ -48,7 +49,6 @@ from execengine.engine.result import (
     with_stderr,
 )
 from execengine.engine.sessions import SessionManager
-from execengine.engine.spill import prune, spill_dir
 from execengine.engine.staging import (
     BOOTSTRAP_ENTRY,
     RUNTIME_PREFIX,
@@ -78,8 +78,8 @@ def clean_leftovers(config: Config) -> None:
     try:
         sweep((STAGING_PREFIX, RUNTIME_PREFIX, SOCKET_DIR_PREFIX),
               (tempfile.gettempdir(), *socket_roots()))
-        prune(spill_dir(), max_age_seconds=ce.spill_max_age_hours * 3600,
-              max_bytes=ce.spill_max_mb * 1024 * 1024)
+        spill.prune(spill.spill_dir(), max_age_seconds=ce.spill_max_age_hours * 3600,
+                    max_bytes=ce.spill_max_mb * 1024 * 1024)
     except Exception:  # housekeeping must never stop an engine from starting
         log.warning("cleaning up after earlier hosts failed", exc_info=True)
 
@@ -232,7 +232,7 @@ class Engine:
         cwd = cwd or call.cwd
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                      secrets.token_hex(16))
-        stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
+        stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
         with contextlib.ExitStack() as stack:
             staging = stack.enter_context(Staging(code))

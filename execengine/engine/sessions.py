@@ -39,6 +39,7 @@ from execengine._runtime import RUNTIME_PACKAGE
 from execengine.childenv import build_child_env
 from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
+from execengine.engine import spill
 from execengine.engine.allowed import function_schemas, script_call_handler
 from execengine.engine.capture import OutputCapture
 from execengine.engine.confinement import execution_policy
@@ -53,7 +54,6 @@ from execengine.engine.result import (
     oom_message,
     timeout_message,
 )
-from execengine.engine.spill import spill_dir
 from execengine.engine.staging import Staging
 from execengine.engine.stub import render_stub
 from execengine.errors import SandboxError
@@ -266,7 +266,7 @@ class SessionManager:
                     else None)
                 handler = script_call_handler(engine.registry, cell_call)
                 left = max(0.0, limit - (time.monotonic() - started))
-                stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill_dir())
+                stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
                 stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
                 kernel.channel.open_cell(handler, ce.max_tool_calls)
                 try:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from execengine.config import Config
-from execengine.engine import Engine, core
+from execengine.engine import Engine, spill
 from execengine.engine.spill import prune, spill_dir
 from execengine.hostdirs import make_dir, owner_alive, owner_tag, parse_owner, start_time, sweep
 from execengine.launch.local import LocalLauncher
@@ -43,7 +43,7 @@ def tmpdir_root(monkeypatch):
     monkeypatch.setenv("TMPDIR", root)
     monkeypatch.setattr(tempfile, "tempdir", root)
     # the engine's own spill folder (the suite points it elsewhere), now under ``root``
-    monkeypatch.setattr(core, "spill_dir", spill_dir)
+    monkeypatch.setattr(spill, "spill_dir", spill_dir)
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
