@@ -19,6 +19,7 @@ Errors::
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import struct
 import threading
@@ -146,6 +147,7 @@ class ZmtpConnection:
         self._timeout = None  # type: float | None
         #: PING commands answered so far
         self.pings = 0
+        self._poller = None  # type: select.poll | None
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -285,6 +287,22 @@ class ZmtpConnection:
             return isinstance(self._frame_at(0), tuple)
         except ZmtpError:
             return True  # a malformed header: the next recv raises at once
+
+    def spin(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for bytes to read without sleeping (polling the socket
+        in a loop); True once there are. Nothing is read: a reply that comes this soon is
+        read without the scheduler's wake-up, which costs more than the reply on a busy
+        machine. For short waits only: the thread keeps its core meanwhile."""
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = select.poll()
+            poller.register(self._sock.fileno(), select.POLLIN)
+        poll, clock = poller.poll, time.perf_counter
+        until = clock() + seconds
+        while not poll(0):
+            if clock() >= until:
+                return False
+        return True
 
     def peek(self, idle: bool = False) -> tuple[list[bytes], int] | None:
         """The next message and its size in the buffer, *left* there until

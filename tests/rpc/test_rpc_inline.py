@@ -355,3 +355,98 @@ def test_a_standby_that_cannot_start_sends_the_call_to_a_worker(rpc, monkeypatch
         _handed_over(rpc)
         tools.release.set()
         assert peer.recv()["id"] == "4"
+
+
+# -- polling for the next message after running calls -------------------------------------
+
+
+class _Epoll:
+    """An epoll that counts polls: ``ready`` is what a poll without waiting finds; a
+    waiting poll finds nothing (so :meth:`RpcServer._wait_after_calls` returns at once)."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.spins = 0
+        self.waits = 0
+
+    def poll(self, timeout: float) -> list[tuple[int, int]]:
+        if timeout:
+            self.waits += 1
+            return []
+        self.spins += 1
+        return [(7, 1)] if self.ready else []
+
+    def turns(self, server, n: int) -> list[bool]:
+        """``n`` turns after calls ran on the loop: which of them polled before waiting."""
+        out = []
+        for _ in range(n):
+            spins = self.spins
+            server._wait_after_calls(self)
+            out.append(self.spins > spins)
+        return out
+
+
+@pytest.fixture
+def bare_server():
+    server = rpc_server.RpcServer(max_workers=2)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_after_running_calls_the_loop_polls_and_backs_off_while_nothing_comes(
+        bare_server, monkeypatch):
+    monkeypatch.setattr(rpc_server, "SPIN_BACKOFF", 4)
+    epoll = _Epoll()
+    # a poll that found nothing makes the next 1, 2, then at most 4 turns wait at once
+    assert epoll.turns(bare_server, 14) == [True, False, True, False, False, True,
+                                            False, False, False, False, True,
+                                            False, False, False]
+    assert epoll.waits == 14
+    epoll.ready = True  # a message comes while the loop polls: found, no wait
+    assert epoll.turns(bare_server, 3) == [False, True, True]
+    assert epoll.waits == 15
+    epoll.ready = False  # and the back-off starts from one turn again
+    assert epoll.turns(bare_server, 4) == [True, False, True, False]
+
+
+def test_the_loop_does_not_poll_while_a_worker_runs_a_call(bare_server):
+    # a worker waiting for the interpreter lock would wait out the loop's polling
+    release = threading.Event()
+
+    class Job:
+        abandoned = False
+
+        def __call__(self):
+            release.wait(30)
+
+    epoll = _Epoll()
+    try:
+        assert bare_server._pool.submit(Job())
+        assert epoll.turns(bare_server, 3) == [False] * 3
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
+    while bare_server._pool.busy and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert epoll.turns(bare_server, 1) == [True]  # the worker's turns were no misses
+
+
+@pytest.mark.parametrize("spin", [rpc_server.SPIN, 0.0])
+def test_the_loop_polls_after_each_turn_that_ran_calls_unless_turned_off(rpc, spin):
+    rpc.server.spin = spin
+    real = rpc.server._wait_after_calls
+    waits: list[None] = []
+
+    def wait_after_calls(epoll):
+        waits.append(None)
+        return real(epoll)
+
+    rpc.server._wait_after_calls = wait_after_calls
+    ch, peer = _ready(rpc, Tools())
+    with ch:
+        assert _thread_of(peer, "0", "fast").startswith("execengine-tool")
+        for i in range(1, 21):
+            assert _thread_of(peer, str(i), "fast") == "execengine-rpc"
+    assert len(waits) >= (20 if spin else 0) and (spin or not waits)

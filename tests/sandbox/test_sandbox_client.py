@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from _sandbox_peers import EXEC_ID, TOKEN, FakeHost, RawServer, read_frame, server_handshake
 
+from sandbox import client as client_module
 from sandbox import zmtp
 from sandbox.client import RpcClient, ToolCallError, decode_result
 
@@ -340,6 +341,74 @@ def test_a_lone_caller_reads_its_own_replies(host: FakeHost,
         for n in range(20):
             assert c.call("t", {"n": n}) == {"tool": "t", "args": {"n": n}}
         assert readers == [threading.current_thread().name] * 20  # no thread switch
+
+
+class _Polls:
+    """What each poll of a caller for its reply found from now on (``polls``). With
+    ``found`` set, every poll reports that, having waited for the reply without a bound
+    (so a hit does not depend on how fast the machine is); else the real poll runs."""
+
+    def __init__(self, c: RpcClient) -> None:
+        self.polls: list[bool] = []
+        self.found: bool | None = None
+        conn = c._conn
+        assert conn is not None
+        self._real = conn.spin
+        conn.spin = self._spin  # type: ignore[method-assign]
+
+    def _spin(self, seconds: float) -> bool:
+        assert seconds == client_module.SPIN
+        if self.found is None:
+            self.polls.append(self._real(seconds))
+        else:
+            self._real(30.0)
+            self.polls.append(self.found)
+        return self.polls[-1]
+
+    def per_call(self, c: RpcClient, calls: int) -> list[int]:
+        """Make ``calls`` calls; how many polls each made."""
+        out = []
+        for n in range(calls):
+            before = len(self.polls)
+            assert c.call("t", {"n": n}) in ({"tool": "t", "args": {"n": n}}, "late")
+            out.append(len(self.polls) - before)
+        return out
+
+
+def test_a_caller_polls_for_its_reply_and_backs_off_while_replies_are_slow(
+        host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)  # only the caller reads
+    monkeypatch.setattr("sandbox.client.SPIN_BACKOFF", 8)
+    host.handler = lambda msg: result(msg, "late", delay=0.01)  # 100 x the poll: a miss
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        spy = _Polls(c)
+        # a poll that missed makes the next 1, 2, 4, then at most 8 calls sleep at once
+        assert spy.per_call(c, 24) == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1] + [0] * 8 + [1] + [0] * 4
+        assert spy.polls == [False] * 5
+
+
+def test_a_reply_found_by_polling_ends_the_back_off(host: FakeHost,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        spy = _Polls(c)
+        spy.found = False
+        assert spy.per_call(c, 10) == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0]  # the next pause: 4
+        spy.found = True
+        assert spy.per_call(c, 5) == [1] * 5  # found: every call polls again
+        spy.found = False
+        assert spy.per_call(c, 3) == [1, 0, 1]  # and a miss pauses one call, not 4 or 8
+        assert spy.polls == [False] * 3 + [True] * 5 + [False] * 2
+
+
+def test_a_fast_reply_is_read_after_polling_without_sleeping(host: FakeHost) -> None:
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()
+        spy = _Polls(c)
+        spy.found = True
+        assert spy.per_call(c, 5) == [1] * 5
 
 
 def test_idle_reader_steps_in_for_waiting_asyncio_calls(
