@@ -8,7 +8,8 @@ time. Asyncio waiters are woken with ``loop.call_soon_threadsafe``: no thread pe
 
 Reading is leader/follower: one thread at a time holds the *read role*. A synchronous caller
 that finds it free takes it and reads until its own reply has come (handing on the replies
-of others), so a lone caller gets its reply without a thread switch. The background reader
+of others), so a lone caller gets its reply without a thread switch; it polls for a fast
+reply briefly before it sleeps (:meth:`RpcClient._lead`). The background reader
 thread takes the role when someone else waits (asyncio callers, followers) and whenever
 nobody has read for :data:`IDLE_READ` seconds, so heartbeats (PING) are answered while the
 script does not call; it gives the role up again as soon as nobody waits. A signal handler

@@ -17,6 +17,11 @@ tool can hold at most one thread this way). The thread that ran the call becomes
 standby, or ends if there is one already. The standby only polls while calls run inline,
 and sleeps once none has for :data:`STANDBY_COOL`.
 
+**Nor a sleep.** A script in a loop of fast calls sends the next one microseconds after
+its reply, and waking the loop thread from ``epoll`` costs more than that on a small VM. So
+after a turn that ran calls, the loop polls for up to :data:`SPIN` before it sleeps
+(backing off while nothing comes that soon; see :meth:`RpcServer._wait_after_calls`).
+
 A call under the handover bound cannot stall others for long, but a tool whose calls
 alternate fast and slow (a script picks the arguments) would get every slow one run on the
 loop. So an inline call that takes ``inline_fast`` or longer is charged, whole, to its tool:
