@@ -50,7 +50,7 @@ IDLE_READ = 0.02
 #: seconds a caller polls for its reply before it sleeps in ``recv`` (see
 #: :meth:`RpcClient._lead`), and the most calls that skip the poll after one that missed
 SPIN = 0.0001
-SPIN_BACKOFF = 64
+SPIN_BACKOFF = 16
 
 
 #: the start of a call message, up to its id (see :meth:`RpcClient._submit`)

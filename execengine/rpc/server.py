@@ -17,10 +17,12 @@ tool can hold at most one thread this way). The thread that ran the call becomes
 standby, or ends if there is one already. The standby only polls while calls run inline,
 and sleeps once none has for :data:`STANDBY_COOL`.
 
-**Nor a sleep.** A script in a loop of fast calls sends the next one microseconds after
-its reply, and waking the loop thread from ``epoll`` costs more than that on a small VM. So
-after a turn that ran calls, the loop polls for up to :data:`SPIN` before it sleeps
-(backing off while nothing comes that soon; see :meth:`RpcServer._wait_after_calls`).
+The loop does not poll for the next message before it sleeps in ``epoll``, although that
+would save the wake-up (the script's client does poll for its reply, in its own process):
+a Python thread that polls takes the interpreter lock back after every poll, so every
+other thread of the host, the embedding application's too, would wait for the 5 ms forced
+switch while a script calls fast tools in a loop (measured: another host thread's p99
+wake-up 0.2 -> 0.8 ms, 7 ms with a script pacing its calls to keep the loop polling).
 
 A call under the handover bound cannot stall others for long, but a tool whose calls
 alternate fast and slow (a script picks the arguments) would get every slow one run on the
@@ -99,11 +101,6 @@ INLINE_FAST = 0.001
 INLINE_TURN = 0.002
 #: a call on the loop thread running longer than this hands the loop to the standby thread
 HANDOVER = 0.01
-#: after running calls itself, the loop polls this many seconds for the next message before
-#: it sleeps in epoll (while messages come that fast and no worker runs a call)
-SPIN = 0.0001
-#: the most turns that sleep at once after a poll that found nothing (see _wait_after_calls)
-SPIN_BACKOFF = 64
 #: how often the standby looks while calls run on the loop thread
 STANDBY_POLL = 0.005
 #: the standby sleeps (until the next inline call wakes it) once none ran for this long
@@ -159,10 +156,6 @@ class RpcServer:
         self.inline_fast = INLINE_FAST
         self.inline_turn = INLINE_TURN
         self.handover = HANDOVER
-        #: seconds the loop polls for a message after running calls (0: never)
-        self.spin = SPIN
-        self._spin_skip = 0  # turns that sleep at once before the next one polls
-        self._spin_backoff = 1  # and the next such pause
         #: the share of the loop's time a tool's slow inline calls may take (see above)
         self.overrun_share = OVERRUN_SHARE
         self.max_parallel_calls = max_parallel_calls
@@ -466,7 +459,6 @@ class RpcServer:
         next_tick = time.monotonic() + TICK
         held = self._held
         while not self._stopping:
-            ran = bool(held)
             if held:  # kept back by the last turn (see _dispatch)
                 until = time.monotonic() + self.inline_turn
                 while held:
@@ -478,12 +470,7 @@ class RpcServer:
                     elif time.monotonic() >= until:
                         while held:  # the turn's share is spent: the rest to the pool
                             self._submit(held.popleft())
-            if self._unfinished:
-                events = epoll.poll(0)
-            elif ran and self.spin > 0:
-                events = self._wait_after_calls(epoll)
-            else:
-                events = epoll.poll(TICK)
+            events = epoll.poll(0 if self._unfinished else TICK)
             for conn in list(self._unfinished):
                 self._guarded(conn, 0)
             for fd, mask in events:
@@ -504,30 +491,6 @@ class RpcServer:
             if now >= next_tick:
                 next_tick = now + TICK
                 self._housekeeping(now)
-
-    def _wait_after_calls(self, epoll: select.epoll) -> list[tuple[int, int]]:
-        """The events after a turn that ran calls on this thread.
-
-        A script in a loop of fast calls sends the next one a few microseconds after its
-        reply; waking this thread from ``epoll`` costs more than that on a busy machine.
-        So the loop polls (without sleeping) for up to :attr:`spin` seconds first, unless a
-        worker runs a call (it would wait for the interpreter lock meanwhile). After a
-        poll that found nothing the next 1, 2, 4 ... :data:`SPIN_BACKOFF` such turns sleep
-        at once (until a poll finds a message again), so a script that calls now and then
-        costs the host little more than one poll in a while."""
-        if self._spin_skip:
-            self._spin_skip -= 1
-        elif not self._pool.busy:
-            clock = time.perf_counter
-            until = clock() + self.spin
-            while clock() < until:
-                events = epoll.poll(0)
-                if events:
-                    self._spin_backoff = 1
-                    return events
-            self._spin_skip = self._spin_backoff
-            self._spin_backoff = min(2 * self._spin_backoff, SPIN_BACKOFF)
-        return epoll.poll(TICK)
 
     def _housekeeping(self, now: float) -> None:
         for job in self._pool.expired(now):
