@@ -346,9 +346,13 @@ def test_a_lone_caller_reads_its_own_replies(host: FakeHost,
 class _Polls:
     """What each poll of a caller for its reply found from now on (``polls``). With
     ``found`` set, every poll reports that, having waited for the reply without a bound
-    (so a hit does not depend on how fast the machine is); else the real poll runs."""
+    (so a hit does not depend on how fast the machine is); else the real poll runs.
 
-    def __init__(self, c: RpcClient) -> None:
+    The threads this process runs now (the fake host's, the test runner's) count as the
+    client's own: its caller polls as in a script that runs no thread of its own."""
+
+    def __init__(self, c: RpcClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr("sandbox.client.OWN_THREADS", threading.active_count())
         self.polls: list[bool] = []
         self.found: bool | None = None
         conn = c._conn
@@ -382,7 +386,7 @@ def test_a_caller_polls_for_its_reply_and_backs_off_while_replies_are_slow(
     host.handler = lambda msg: result(msg, "late", delay=0.01)  # 100 x the poll: a miss
     with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
         c.connect()
-        spy = _Polls(c)
+        spy = _Polls(c, monkeypatch)
         # a poll that missed makes the next 1, 2, 4, then at most 8 calls sleep at once
         assert spy.per_call(c, 24) == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1] + [0] * 8 + [1] + [0] * 4
         assert spy.polls == [False] * 5
@@ -393,7 +397,7 @@ def test_a_reply_found_by_polling_ends_the_back_off(host: FakeHost,
     monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)
     with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
         c.connect()
-        spy = _Polls(c)
+        spy = _Polls(c, monkeypatch)
         spy.found = False
         assert spy.per_call(c, 10) == [1, 0, 1, 0, 0, 1, 0, 0, 0, 0]  # the next pause: 4
         spy.found = True
@@ -403,10 +407,32 @@ def test_a_reply_found_by_polling_ends_the_back_off(host: FakeHost,
         assert spy.polls == [False] * 3 + [True] * 5 + [False] * 2
 
 
-def test_a_fast_reply_is_read_after_polling_without_sleeping(host: FakeHost) -> None:
+def test_a_caller_does_not_poll_while_the_script_runs_a_thread_of_its_own(
+        host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a polling caller takes the interpreter lock back after every poll: the other thread
+    # would wait for the forced switch (5 ms) while calls go back to back
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)
+    with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
+        c.connect()  # the reader thread: the client's own
+        spy = _Polls(c, monkeypatch)
+        spy.found = True
+        assert spy.per_call(c, 3) == [1] * 3  # alone: it polls
+        release = threading.Event()
+        other = threading.Thread(target=release.wait, args=(30,))
+        other.start()
+        try:
+            assert spy.per_call(c, 3) == [0] * 3
+        finally:
+            release.set()
+            other.join()
+        assert spy.per_call(c, 3) == [1] * 3
+
+
+def test_a_fast_reply_is_read_after_polling_without_sleeping(
+        host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
     with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
         c.connect()
-        spy = _Polls(c)
+        spy = _Polls(c, monkeypatch)
         spy.found = True
         assert spy.per_call(c, 5) == [1] * 5
 
