@@ -54,6 +54,11 @@ SPIN_BACKOFF = 16
 #: the threads of a script that runs none of its own: the caller and the background reader
 #: (a caller polls only then; see :meth:`RpcClient._lead`)
 OWN_THREADS = 2
+#: the threads started through ``threading`` (and the main thread), counted without a lock:
+#: ``threading.active_count()`` takes one in Python code, which a signal handler that
+#: raises there would leave held (no thread could start or end again). None: not this
+#: Python's layout, and a caller never polls
+_THREADS = getattr(threading, "_active", None)
 
 
 #: the start of a call message, up to its id (see :meth:`RpcClient._submit`)
@@ -414,7 +419,7 @@ class RpcClient:
         conn = self._conn
         assert conn is not None  # a caller reads only once connected
         try:
-            if not conn.has_frame() and threading.active_count() <= OWN_THREADS:
+            if not conn.has_frame() and _THREADS is not None and len(_THREADS) <= OWN_THREADS:
                 if self._spin_skip:
                     self._spin_skip -= 1
                 elif conn.spin(SPIN):

@@ -371,6 +371,41 @@ def minimal_loop_round_trips(n: int) -> list[float]:
     return times
 
 
+#: a script calling a no-op tool back to back for ``seconds``
+_CALL_LOOP = """
+import time
+from hermes_tools import web_search
+end = time.perf_counter() + {seconds}
+while time.perf_counter() < end:
+    web_search()
+"""
+
+
+def _ticker_lateness(during: Callable[[], None]) -> list[float]:
+    """How late a host thread that sleeps 1 ms at a time wakes and runs a little Python,
+    while ``during`` runs on this thread: what the engine costs the embedding
+    application's own threads (they share the interpreter lock with the RPC loop)."""
+    late: list[float] = []
+    stop = threading.Event()
+
+    def tick() -> None:
+        clock = time.perf_counter
+        while not stop.is_set():
+            due = clock() + 0.001
+            time.sleep(0.001)
+            sum(range(200))
+            late.append(clock() - due)
+
+    ticker = threading.Thread(target=tick, name="bench-ticker", daemon=True)
+    ticker.start()
+    try:
+        during()
+    finally:
+        stop.set()
+        ticker.join()
+    return late
+
+
 def roundtrip(config: Config, *, reps: int) -> list[Figure]:
     calls, rounds = 200, max(3, reps // 4)
     ours: list[float] = []
@@ -408,6 +443,20 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
             gathered.append(total)
             slowest.append(own)
             alone.append(one)
+        busy: list[float] = []
+        idle: list[float] = []
+        seconds = 0.5
+
+        def calling() -> float:
+            busy.extend(_ticker_lateness(lambda: _checked(
+                engine.execute(_CALL_LOOP.format(seconds=seconds)), "a loop of calls")))
+            return 0.0
+
+        def resting() -> float:
+            idle.extend(_ticker_lateness(lambda: time.sleep(seconds)))
+            return 0.0
+
+        interleaved(max(2, reps // 8), calling, resting)
     return [
         Figure("no-op tool round trip", Spread.of(ours).scaled(1e6), Spread.of(echo).scaled(1e6),
                "us", "Unix-socket echo + reader thread", show_p99=True),
@@ -421,6 +470,9 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
                Spread.of(slowest).scaled(1000), "ms", "the slowest of them, its own time"),
         Figure("100 gathered 50 ms calls (one alone)", Spread.of(gathered).scaled(1000),
                Spread.of(alone).scaled(1000), "ms", "one such call alone"),
+        Figure("a host thread's 1 ms sleep, late by, while a script calls",
+               Spread.of(busy).scaled(1e6), Spread.of(idle).scaled(1e6), "us",
+               "the same with the engine idle", show_p99=True),
     ]
 
 
