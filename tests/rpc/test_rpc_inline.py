@@ -355,4 +355,3 @@ def test_a_standby_that_cannot_start_sends_the_call_to_a_worker(rpc, monkeypatch
         _handed_over(rpc)
         tools.release.set()
         assert peer.recv()["id"] == "4"
-
