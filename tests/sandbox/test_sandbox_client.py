@@ -430,6 +430,7 @@ def test_a_caller_does_not_poll_while_the_script_runs_a_thread_of_its_own(
 
 def test_a_fast_reply_is_read_after_polling_without_sleeping(
         host: FakeHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sandbox.client.IDLE_READ", 60.0)  # only the caller reads
     with RpcClient(str(host.path), TOKEN, EXEC_ID) as c:
         c.connect()
         spy = _Polls(c, monkeypatch)
