@@ -288,6 +288,7 @@ class Engine:
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
                     protected_paths=policy.protected,
                     limits=self.launch_limits(limit, policy),
+                    prestart=True,
                 )
                 child = self.launcher.launch(spec)
             finally:

@@ -61,6 +61,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from execengine._resources import sandbox_dir
 from execengine.isolation import entry, mounts, seccomp
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -81,6 +82,8 @@ class Server:
         self.userns: dict[tuple[int, int, int, int], int] = {}
         #: warm entries not used yet: id -> (pid, control socket)
         self.warm: dict[str, tuple[int, socket.socket]] = {}
+        #: what each warm entry was prepared for (its ``warm`` request)
+        self.prepared: dict[str, dict[str, Any]] = {}
         #: warm entries reaped before use
         self.dead: set[int] = set()
         #: what every entry started here runs in: pid -> (cgroup dirs, slot uid), so that
@@ -146,10 +149,12 @@ class Server:
             os._exit(127)  # not reached
         theirs.close()
         self.warm[wid] = (pid, ours)
+        self.prepared[wid] = warm
         self.owned[pid] = (list(warm.get("cgroup_dirs") or []), None)
         return pid
 
     def discard(self, wid: str) -> None:
+        self.prepared.pop(wid, None)
         pid, ctl = self.warm.pop(wid, (0, None))
         if ctl is not None:
             ctl.close()
@@ -169,13 +174,22 @@ class Server:
                 userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
                 "netns": bool(plan.get("netns"))}
+        zygote: dict[str, Any] | None = None
+        ahead: set[str] = set()
+        if wid is not None and wid in self.warm and self.prepared.get(wid, {}).get("zygote"):
+            zygote = zygote_extras(self.prepared[wid], plan)
+            if zygote is None:  # started for other limits: a cold entry serves this plan
+                self.discard(wid)
+                wid = None
+            else:  # the interpreter is bound in its root already
+                ahead = set(self.prepared[wid]["zygote"]["interp"])
         binds: list[mounts.Bind] = []
         bind_fds: list[int] = []
         if m is not None:
             warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
             # the execution's paths, as detached mounts made here in the host's view
             binds, bind_fds = mounts.clone_binds(mounts.MountPlan(
-                new_root=m["new_root"], read_paths=tuple(m["read"]),
+                new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in ahead),
                 write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
                 tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
                 protect=tuple(m.get("protect", ()))))
@@ -188,18 +202,20 @@ class Server:
         try:
             if wid is not None and wid in self.warm:
                 pid, ctl = self.warm.pop(wid)
+                self.prepared.pop(wid, None)
                 if pid in self.dead:  # it died before use: start a cold one instead
                     self.dead.discard(pid)
                     ctl.close()
                     wid = None
                 else:
-                    reply = self._use(pid, ctl, plan, fds, sent)
+                    reply = self._use(pid, ctl, plan, fds, sent, zygote)
                     if reply is not None:
                         return reply
                     wid = None
             cold = f"cold-{id(plan)}"
             pid = self.prepare(cold, warm)
             _, ctl = self.warm.pop(cold)
+            self.prepared.pop(cold, None)
             reply = self._use(pid, ctl, plan, fds, sent)
             if reply is None:
                 os.close(status_w)
@@ -212,16 +228,20 @@ class Server:
                         os.close(fd)
 
     def _use(self, pid: int, ctl: socket.socket, plan: dict[str, Any], fds: list[int],
-             binds: tuple[list[mounts.Bind], list[int]]) -> dict[str, Any] | None:
+             binds: tuple[list[mounts.Bind], list[int]], zygote: dict[str, Any] | None = None
+             ) -> dict[str, Any] | None:
         """Hand ``plan`` to the prepared entry ``pid``; wait until it has exec'd or failed.
-        None: the entry was already dead (the caller starts a cold one)."""
+        ``zygote``: what a pre-started interpreter adds to the rules made ahead (see
+        :func:`zygote_extras`). None: the entry was already dead (the caller starts a cold
+        one)."""
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         # isolated: the namespace's init reports the status itself (module docstring)
         handover = plan.get("level") == "isolated"
         send = [fds[0], fds[1], err_w, *([fds[2]] if handover else []), *binds[1], *fds[3:]]
         try:
             socket.send_fds(ctl, [json.dumps({"plan": plan, "status": handover,
-                                              "binds": binds[0]}).encode()], send)
+                                              "binds": binds[0], "zygote": zygote}).encode()],
+                            send)
         except OSError:
             os.close(err_r)
             os.close(err_w)
@@ -364,6 +384,41 @@ class Server:
 
 
 
+def zygote_extras(warm: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any] | None:
+    """What a pre-started interpreter (``warm["zygote"]``, see :func:`.entry.exec_zygote`)
+    must add for ``plan``: the Landlock paths beyond the fixed rules; None when the entry
+    cannot serve it: it dropped to another uid, or applied other rlimits or another seccomp
+    filter than the plan's, the plan needs a bridge or a port rule (set up before exec),
+    the Landlock rules made ahead are not a subset of the plan's, or at ``isolated`` a
+    path of the plan would cover the interpreter bound ahead."""
+    z = warm["zygote"]
+    ll, fixed = plan.get("landlock"), warm.get("landlock")
+    if (plan["level"] != warm["level"] or bool(plan.get("netns")) != bool(warm.get("netns"))
+            or plan.get("uid") != z.get("uid") or plan.get("gid") != z.get("gid")
+            or [list(r) for r in plan["rlimits"]] != [list(r) for r in z["rlimits"]]
+            or plan.get("seccomp") != z.get("seccomp") or plan.get("proxy_bridge")):
+        return None
+    if (ll is None) != (fixed is None):
+        return None
+    extra: dict[str, Any] = {"read": [], "write": []}
+    if ll is not None and fixed is not None:
+        if (ll.get("connect_ports") or bool(ll["deny_tcp"]) != bool(fixed["deny_tcp"])
+                or bool(ll["scope"]) != bool(fixed["scope"])
+                or not set(fixed["read"]) <= set(ll["read"])
+                or not set(fixed["write"]) <= set(ll["write"])):
+            return None
+        extra = {"read": [p for p in dict.fromkeys(ll["read"]) if p not in fixed["read"]],
+                 "write": [p for p in dict.fromkeys(ll["write"]) if p not in fixed["write"]]}
+    m = plan.get("mounts")
+    if m is not None:
+        interp = [os.path.abspath(p) for p in z["interp"]]
+        for path in (*m["read"], *m["write"], m.get("socket_dir") or ""):
+            path = os.path.abspath(path) if path else ""
+            if path and any(i.startswith(path.rstrip("/") + "/") for i in interp):
+                return None
+    return extra
+
+
 def _kill_cgroup(d: str) -> None:
     """SIGKILL every member of one cgroup directory (``cgroup.kill`` where there is one)."""
     with contextlib.suppress(OSError):
@@ -434,6 +489,7 @@ def main(argv: list[str]) -> int:
         seccomp.compiled(False, False)
         seccomp.compiled(True, False)
         seccomp.compiled(False, True)  # the allow-list proxy's variant
+    entry.ZYGOTE_SOURCE = (sandbox_dir() / "zygote.py").read_text()
     # everything loaded so far lives as long as we do: out of the collector's sight, so
     # that neither our collections nor a forked entry's touch (and copy) those pages
     gc.freeze()

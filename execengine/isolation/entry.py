@@ -237,7 +237,10 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
         if warm["level"] != "isolated":
             if warm.get("netns"):  # the allow-list proxy is bridged in (see .bridge)
                 own_network()
-            _await_plan(ctl, ruleset=_prepare_landlock(warm))
+            ruleset = _prepare_landlock(warm)
+            if _zygote_ready(warm, ruleset):
+                exec_zygote(warm, ctl, ruleset)
+            _await_plan(ctl, ruleset=ruleset)
         _isolated(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
         _report_ctl(ctl, exc)
@@ -387,15 +390,26 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
             root, tmp_mb = str(warm["new_root"]), int(warm["tmp_mb"])
             # the fixed part of the file-system view, ahead of the plan: built, its Landlock
             # rules added (the interpreter's at its host path), entered
-            mounts.prepare_root(root, tmp_mb)
+            zygote = warm.get("zygote")
+            mounts.prepare_root(root, tmp_mb, zygote["interp"] if zygote else ())
             ruleset = _prepare_landlock(warm, root)
             mounts.enter_root(root)
+            if _zygote_ready(warm, ruleset):
+                # the plan goes to init, which attaches the binds and forwards the rest
+                theirs.send(b"z")
+                os.close(ctl)
+                exec_zygote(warm, theirs.detach(), ruleset)
+            theirs.send(b"p")
             _await_plan(ctl, (root, tmp_mb), theirs, ruleset)
         except BaseException as exc:
             _report_ctl(ctl, exc)
         os._exit(127)
     theirs.close()
-    host = _received_fd(ours)  # EOF (None): the workload died or was discarded first
+    mode = _received(ours)
+    if mode == b"z":
+        host = _forward_plan(warm, ctl, ours)
+    else:
+        host = _received_fd(ours) if mode == b"p" else None  # None: the workload died
     ours.close()
     status = _reap_until_empty(workload)
     # Only now, with nothing of the execution left, report the status to the host
@@ -409,6 +423,113 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
         os.close(host)
     os.write(status_w, str(status).encode())
     os._exit(0)
+
+
+def _received(sock: socket.socket) -> bytes:
+    """One message on ``sock`` (empty at EOF or on an error)."""
+    while True:
+        try:
+            return sock.recv(16)
+        except InterruptedError:
+            continue
+        except OSError:
+            return b""
+
+
+def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int | None:
+    """As the namespace's init, for a pre-started interpreter (see :func:`exec_zygote`):
+    receive the plan, attach its binds (root is needed for that, and the interpreter runs
+    as the sandbox's uid already), forward the rest to the interpreter. The host's status
+    descriptor, or None when the entry was discarded before use."""
+    sock = socket.socket(fileno=ctl)
+    msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
+    if not msg:
+        return None  # discarded before use
+    with contextlib.suppress(OSError):
+        sock.send(b'{"received": true}')
+    sock.close()
+    req = json.loads(msg)
+    plan: dict[str, Any] = req["plan"]
+    stdio, errfd, status, rest = fds[:2], fds[2], fds[3], fds[4:]
+    binds: list[mounts.Bind] = req.get("binds") or []
+    count = sum(1 for b in binds if b["kind"] != "link")
+    mounted, passed = rest[:count], rest[count:]
+    try:
+        m = plan["mounts"]
+        if m["new_root"] != warm["new_root"]:
+            raise OSError(f"the entry's root is {warm['new_root']}, not {m['new_root']}")
+        mounts.attach(binds, mounted, cwd=None, tmp_mb=int(m["tmp_mb"]),
+                      prepared_tmp_mb=int(warm["tmp_mb"]))
+        mounted = []
+        socket.send_fds(zygote, [json.dumps({"plan": plan, "zygote": req.get("zygote")})
+                                 .encode()], [*stdio, errfd, *passed])
+    except BaseException as exc:
+        _report(errfd, exc)
+    finally:
+        for fd in [*stdio, errfd, *mounted, *passed]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    return status
+
+
+def _zygote_ready(warm: dict[str, Any], ruleset: landlock.Ruleset | None) -> bool:
+    """Whether this entry pre-starts the interpreter: asked for, and the Landlock rules
+    added ahead when there are any (the interpreter can only add to them)."""
+    return bool(warm.get("zygote")) and (ruleset is not None or not warm.get("landlock"))
+
+
+#: run by the pre-started interpreter: its program comes on the descriptor in argv[1]
+ZYGOTE_LOADER = ('import os,sys;exec(compile(b"".join(iter(lambda:os.read(int(sys.argv[1]),'
+                 '65536),b"")),"<execengine zygote>","exec"),{"__name__":"_execengine_zygote"})')
+#: the pre-started interpreter's program (``sandbox/zygote.py``), read by the spawner
+ZYGOTE_SOURCE: str = ""
+
+
+def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None) -> None:
+    """Do the privileged part of :func:`exec_workload` with what the warm entry was made
+    for (``warm["zygote"]``: rlimits, uid, gid, seccomp), then exec the interpreter with
+    ``sandbox/zygote.py``, which waits on ``ctl`` for the plan (it gets the plan's
+    descriptors, working directory, the rest of Landlock, the environment and the code).
+    Never returns."""
+    z = warm["zygote"]
+    for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    os.chdir("/")
+    for res, soft, hard in z["rlimits"]:
+        resource.setrlimit(res, (soft, hard))
+    uid, gid = z.get("uid"), z.get("gid")
+    parent = os.getppid()
+    if uid is not None and gid is not None:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    die_with_parent(parent)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    sc = z.get("seccomp")
+    if sc is not None:
+        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"]),
+                                                      bool(sc.get("stream_only"))))
+    params: dict[str, Any] = {"ctl": ctl, "argv0": z["argv0"], "env": z["env"],
+                              "ruleset": None, "landlock": None}
+    os.set_inheritable(ctl, True)
+    if ruleset is not None and ruleset.fd is not None:
+        os.set_inheritable(ruleset.fd, True)
+        params["ruleset"] = ruleset.fd
+        params["landlock"] = {"read_access": landlock.READ, "write_access": ruleset.handled,
+                              "file_rights": landlock.FILE_RIGHTS,
+                              "proc_self": warm["level"] != "isolated",
+                              "proc_files": list(PROC_FILES)}
+    program = (f"{ZYGOTE_SOURCE}\nexec(main(__import__('json').loads({json.dumps(params)!r})),"
+               " __import__('sys').modules['__main__'].__dict__)\n")
+    r, w = os.pipe()
+    data = memoryview(program.encode())
+    while data:
+        data = data[os.write(w, data):]
+    os.close(w)
+    os.set_inheritable(r, True)
+    os.execve(z["argv0"], [z["argv0"], "-c", ZYGOTE_LOADER, str(r)], z["env"])
 
 
 def _received_fd(sock: socket.socket) -> int | None:

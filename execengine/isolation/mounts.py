@@ -229,9 +229,11 @@ def _tmpfs_opts(tmp_mb: int) -> str:
     return f"size={tmp_mb}m,mode=1777"
 
 
-def prepare_root(root: str, tmp_mb: int) -> None:
+def prepare_root(root: str, tmp_mb: int, interp: Iterable[str] = ()) -> None:
     """The part of the root that is the same for every execution: the root tmpfs, ``/tmp``
-    and ``/dev/shm`` (sized ``tmp_mb``), the read-only system binds, ``/dev`` and ``/proc``.
+    and ``/dev/shm`` (sized ``tmp_mb``), the read-only system binds, ``/dev`` and ``/proc``;
+    ``interp``: the interpreter's paths too, bound read-only like the system directories
+    (an entry that starts the interpreter ahead; see :func:`.entry.exec_zygote`).
     Done ahead of the launch in a warm entry (it takes about 1 ms), as is
     :func:`enter_root`; :func:`attach` adds the execution's own binds. Caller: root, in a
     fresh mount namespace and (for ``/proc``) a fresh pid namespace."""
@@ -242,6 +244,10 @@ def prepare_root(root: str, tmp_mb: int) -> None:
     mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
     for path in _ordered(SYSTEM_DIRS):
         _bind(path, root)
+    system = {os.path.abspath(p) for p in SYSTEM_DIRS}
+    for path in _ordered(interp):
+        if path not in system and not any(path.startswith(d + "/") for d in system):
+            _bind(path, root)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
     for name in DEVICES:
@@ -268,11 +274,11 @@ def enter_root(root: str) -> None:
     os.rmdir("/.old")
 
 
-def attach(binds: list[Bind], fds: list[int], *, cwd: str, tmp_mb: int,
+def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,
            prepared_tmp_mb: int) -> None:
     """In the root :func:`enter_root` entered: resize ``/tmp`` and ``/dev/shm`` when the
     plan's size differs, mount the detached copies of :func:`clone_binds` at their paths
-    (closing them), make the root read-only, change to ``cwd``."""
+    (closing them), make the root read-only, change to ``cwd`` (unless None)."""
     if tmp_mb != prepared_tmp_mb:
         for path in ("/tmp", "/dev/shm"):
             mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
@@ -301,4 +307,5 @@ def attach(binds: list[Bind], fds: list[int], *, cwd: str, tmp_mb: int,
         for fd in left:
             os.close(fd)
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    os.chdir(cwd)
+    if cwd is not None:
+        os.chdir(cwd)

@@ -72,6 +72,8 @@ class WarmEntry:
     resources: Any  # slot, cgroup: released by ``discard`` when the entry is not used
     #: the prepared process (host pid), from the moment it was forked
     pid: int = 0
+    #: it starts the child's interpreter ahead (see ``sandbox/zygote.py``)
+    prestarted: bool = False
 
 
 class WarmPool:

@@ -64,6 +64,10 @@ class LaunchSpec:
     #: read-only bind at ``isolated``)
     protected_paths: Sequence[str] = ()
     limits: LaunchLimits = field(default_factory=LaunchLimits)
+    #: ``argv`` is ``python -c CODE ARGS...`` and may run in an interpreter the launcher
+    #: started ahead under the same environment but for the per-execution variables
+    #: (``sandbox/zygote.py``: ``PYTHONPATH``, the RPC endpoint...), as it would have run
+    prestart: bool = False
 
 
 class Child(abc.ABC):

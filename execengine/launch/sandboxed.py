@@ -38,6 +38,7 @@ import time
 import uuid
 from typing import IO, TYPE_CHECKING, Any
 
+from execengine._runtime import runtime_module
 from execengine.errors import IsolationError, SandboxError
 from execengine.isolation import acl, cgroups, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
@@ -61,6 +62,18 @@ KILL_WAIT = 3.0
 TEARDOWN_GRACE = 0.5
 DEVICES_RW = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")
 DEVICES_RO = ("/dev/random", "/dev/urandom")
+
+
+def _zygote_for(plan: dict[str, Any], interp: list[str]) -> dict[str, Any] | None:
+    """What a warm entry needs to start the interpreter of ``plan`` ahead (None: it cannot,
+    see :func:`.._spawnserver.zygote_extras`): how (the interpreter, the environment
+    without the per-execution variables) and the privileged part it applies first."""
+    if plan.get("proxy_bridge") or (plan.get("landlock") or {}).get("connect_ports"):
+        return None
+    late = set(runtime_module("zygote").LATE_VARS)
+    return {"argv0": plan["argv"][0],
+            "env": {k: v for k, v in plan["env"].items() if k not in late},
+            "rlimits": plan["rlimits"], "seccomp": plan["seccomp"], "interp": interp}
 
 
 class _Grants:
@@ -118,8 +131,13 @@ class _Grants:
 
 
 def _interpreter_paths(argv0: str) -> list[str]:
+    """The folders a program needs to read to run: its prefix as named and as resolved
+    (never ``/``: a program in ``/bin`` is under a system directory already)."""
     real = os.path.realpath(argv0)
-    out = [os.path.dirname(os.path.dirname(os.path.abspath(argv0)))]
+    out = []
+    named = os.path.dirname(os.path.dirname(os.path.abspath(argv0)))
+    if named != "/":
+        out.append(named)
     prefix = os.path.dirname(os.path.dirname(real))
     if prefix not in ("/usr", "/"):
         out.append(prefix)
@@ -293,6 +311,9 @@ class SandboxLauncher(Launcher):
         self._limits_seen = LaunchLimits()
         #: the interpreter paths of the last launch (its Landlock rules are added ahead)
         self._interp_seen: list[str] = []
+        #: how the last launch that may run in a pre-started interpreter (``spec.prestart``)
+        #: started it: what warm entries start ahead (see :func:`.entry.exec_zygote`)
+        self._zygote_seen: dict[str, Any] | None = None
         self._closed = False
 
     @classmethod
@@ -458,11 +479,17 @@ class SandboxLauncher(Launcher):
                 warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
             if self._interp_seen:
                 warm["landlock"] = self._fixed_rules(self._interp_seen, limits)
+            # not where the run token finds an execution's processes (no slot uid, no
+            # cgroup): a process forked from a pre-started interpreter lacks it
+            if (self._zygote_seen is not None and self._own_net(limits) == own_net
+                    and (slot is not None or group is not None)):
+                warm["zygote"] = {**self._zygote_seen, "uid": slot.uid if slot else None,
+                                  "gid": slot.gid if slot else None}
             pid = self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
             raise
-        return WarmEntry(wid, own_net, (slot, group), pid)
+        return WarmEntry(wid, own_net, (slot, group), pid, prestarted="zygote" in warm)
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
@@ -557,6 +584,8 @@ class SandboxLauncher(Launcher):
                 if spec.limits.proxy_socket and self._bridged(spec.limits):
                     self._grant_sockets(os.path.dirname(spec.limits.proxy_socket), slot)
             plan = self._plan(spec, slot, group, tmp_path, interp)
+            if spec.prestart:
+                self._zygote_seen = _zygote_for(plan, interp)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             st_r, st_w = os.pipe()

@@ -16,7 +16,7 @@ import secrets
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,33 +32,66 @@ LEVELS = ("none", "restricted", "isolated")
 SECRET_NAME = "EXECENGINE_TEST_HOST_SECRET"
 
 
-def level_params() -> list[Any]:
+class Level(str):
+    """A level of the suite. ``prestarted``: the attack runs the way the engine runs a
+    script, ``python -c CODE ARGS`` in an interpreter a warm entry started ahead, under
+    its uid and filters, that applies the rest when the plan comes (``sandbox/zygote.py``);
+    otherwise the entry applies everything and then execs the attack."""
+
+    prestarted = False
+
+
+def level_params(*, prestarted: bool = False) -> list[Any]:
+    """Each level; with ``prestarted``, each sandboxed level a second time, through a
+    pre-started interpreter."""
     report = detect()
-    return [pytest.param(lv, marks=pytest.mark.skipif(
-        not report.levels.get(lv), reason=f"level {lv} unavailable: "
-                                          f"{report.reasons.get(lv)}"), id=lv)
-            for lv in LEVELS]
+    out = []
+    for lv in LEVELS:
+        skip = pytest.mark.skipif(not report.levels.get(lv),
+                                  reason=f"level {lv} unavailable: {report.reasons.get(lv)}")
+        out.append(pytest.param(Level(lv), marks=skip, id=lv))
+        if prestarted and lv != "none":
+            pre = Level(lv)
+            pre.prestarted = True
+            out.append(pytest.param(pre, marks=skip, id=f"{lv}-prestarted"))
+    return out
+
+
+#: runs an attack from ``python -c``: argv[1] is the attack, the rest its arguments
+RUN_PATH = ("import runpy, sys; sys.argv[:] = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+def wait_prestarted(launcher: Launcher) -> int:
+    """Until ``launcher`` holds a warm entry that started the interpreter ahead (it starts
+    them once it has run one ``prestart`` spec); its pid."""
+    pool = getattr(launcher, "_pool", None)
+    assert pool is not None, launcher
+    assert wait_until(lambda: any(e.prestarted for e in list(pool._entries)), 10.0), \
+        "no pre-started entry"
+    return next(e.pid for e in list(pool._entries) if e.prestarted)
 
 
 @pytest.fixture(scope="session")
 def launchers():
     from execengine.launch.local import LocalLauncher
 
-    made: dict[str, Launcher] = {}
+    made: dict[tuple[str, bool], Launcher] = {}
 
     def get(level: str) -> Launcher:
-        if level not in made:
+        key = (str(level), getattr(level, "prestarted", False))
+        if key not in made:
             if level == "none":
-                made[level] = LocalLauncher()
+                made[key] = LocalLauncher()
             elif level == "restricted":
                 from execengine.launch.sandboxed import RestrictedLauncher
 
-                made[level] = RestrictedLauncher()
+                made[key] = RestrictedLauncher()
             else:
                 from execengine.launch.sandboxed import IsolatedLauncher
 
-                made[level] = IsolatedLauncher()
-        return made[level]
+                made[key] = IsolatedLauncher()
+        return made[key]
 
     yield get
     for launcher in made.values():
@@ -134,11 +167,25 @@ def run_attack(launchers, workdir):
         tmp.mkdir(exist_ok=True)
         env = build_child_env(os.environ, extra={"EXECENGINE_RUN_TOKEN": token,
                                                  "TMPDIR": str(tmp)})
+        attack = [str(ATTACKS / f"{name}.py"), json.dumps(args or {})]
+        prestarted = getattr(level, "prestarted", False)
         spec = LaunchSpec(
-            argv=[sys.executable, "-I", str(ATTACKS / f"{name}.py"), json.dumps(args or {})],
+            argv=[sys.executable, "-c", RUN_PATH, *attack] if prestarted
+            else [sys.executable, "-I", *attack],
             env=env, cwd=str(workdir), run_token=token, writable_paths=(str(workdir),),
-            readable_paths=(str(ATTACKS),), limits=limits or LaunchLimits())
-        child = launchers(level).launch(spec)
+            readable_paths=(str(ATTACKS),), limits=limits or LaunchLimits(),
+            prestart=prestarted)
+        launcher = launchers(level)
+        entry = None
+        if prestarted:
+            # a spec like this one (same limits) teaches the launcher what to start ahead
+            first = launcher.launch(replace(spec, argv=[sys.executable, "-c", "pass"]))
+            first.wait(10)
+            first.close()
+            entry = wait_prestarted(launcher)
+        child = launcher.launch(spec)
+        # the attack runs in the pre-started interpreter, not in a cold entry
+        assert entry is None or child.pid == entry, (child.pid, entry)
         children.append(child)
         tokens.append(token)
         return child, token

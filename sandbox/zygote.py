@@ -1,0 +1,211 @@
+"""A pre-started interpreter: the sandboxed child's start-up, done before the plan is known.
+
+Starting Python is most of what a trivial execution costs (``site`` alone, with the ``.pth``
+hooks of a typical site-packages, is over 20 ms), and none of it depends on the script. So
+a warm sandbox entry (see ``execengine.isolation.entry``) does everything privileged first
+— cgroup, namespaces, the fixed root, rlimits, the uid drop, no-new-privileges, seccomp —
+and then ``exec``\\ s the child's interpreter with this program, under the environment
+every execution of its launcher shares (the per-execution variables, such as the RPC
+endpoint and ``PYTHONPATH``, left out). It waits, unprivileged, for the plan. When the
+plan comes it:
+
+1. places the execution's descriptors (stdin ``/dev/null``, stdout, stderr, the passed
+   ones at their numbers) and closes every other one;
+2. changes to the working directory, and applies the rest of Landlock (the execution's own
+   paths on top of the fixed rules its entry added ahead; the domain applies to this
+   thread, and nothing else runs yet);
+3. when the plan runs ``<this interpreter> -c CODE ARGS...`` under this environment plus
+   only the per-execution variables: puts the plan's environment in place (``os.environ``
+   and the C ``environ`` its children inherit), puts ``PYTHONPATH`` on ``sys.path`` where
+   the interpreter would have (made absolute against the working directory, as it does),
+   sets ``sys.argv`` and runs ``CODE`` in ``__main__``, as ``python -c`` would;
+   otherwise ``execve``\\ s the plan's program with the plan's environment.
+
+The error descriptor that came with the plan is close-on-exec; closing it before the code
+runs is what tells the spawner the child started, as an ``execve`` would. Anything that
+fails before that is written there, and the process exits 127.
+
+Standard library only, any Python >= 3.8: it runs under the script's interpreter. It is
+not imported as part of ``_execengine``: the spawner hands its source to the interpreter on
+a pipe (the root of an ``isolated`` sandbox holds no runtime until the plan's binds are
+attached).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import json
+import os
+import socket
+import stat
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+#: names that differ between executions of one launcher: set from the plan, not at start-up
+LATE_VARS = (
+    "PYTHONPATH", "EXECENGINE_RPC_ENDPOINT", "EXECENGINE_RPC_TOKEN", "EXECENGINE_EXEC_ID",
+    "EXECENGINE_WATCHDOG_FD", "EXECENGINE_RUN_TOKEN", "HERMES_RPC_SOCKET", "HERMES_RPC_TOKEN",
+    "TMPDIR", "TMP", "TEMP",
+)
+MAX_PLAN = 1 << 20
+MAX_FDS = 250
+SYS_ADD_RULE = 445
+SYS_RESTRICT_SELF = 446
+RULE_PATH_BENEATH = 1
+#: what ``-c`` leaves in ``__main__``; the loader's own names are removed
+MAIN_NAMES = ("__name__", "__doc__", "__package__", "__loader__", "__spec__",
+              "__annotations__", "__builtins__")
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_syscall = ctypes.CDLL(None, use_errno=True).syscall
+_syscall.restype = ctypes.c_long
+
+
+def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
+    size = socket.CMSG_SPACE(MAX_FDS * 4)
+    while True:
+        try:
+            msg, ancdata, _, _ = sock.recvmsg(MAX_PLAN, size)
+            break
+        except InterruptedError:
+            continue
+    fds = array.array("i")
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[:len(data) - (len(data) % fds.itemsize)])
+    return msg, list(fds)
+
+
+def _landlock(read: list[str], write: list[str], ll: dict[str, Any], ruleset: int) -> None:
+    """The plan's own rules, added to the ruleset made ahead, then enforced."""
+    for paths, access in ((read, ll["read_access"]), (write, ll["write_access"])):
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a path that does not exist cannot be reached either
+            try:
+                rights = access
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rights &= ll["file_rights"]
+                attr = _PathBeneath(rights, fd)
+                if _syscall(SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(RULE_PATH_BENEATH),
+                            ctypes.byref(attr), ctypes.c_uint32(0)) < 0:
+                    err = ctypes.get_errno()
+                    raise OSError(err, f"landlock_add_rule({path}): {os.strerror(err)}")
+            finally:
+                os.close(fd)
+    if _syscall(SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"landlock_restrict_self: {os.strerror(err)}")
+
+
+def _dup_above(fd: int, low: int) -> int:
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, low)
+
+
+def _place_fds(stdio: list[int], passed: list[int], targets: list[int], keep: set[int]
+               ) -> None:
+    """stdin=/dev/null, stdout/stderr, each passed descriptor at its number in the host;
+    every other descriptor but ``keep`` closed (close-on-exec ones too: nothing execs)."""
+    high = max([10, *targets]) + 1
+    moved = [_dup_above(fd, high) for fd in (*stdio, *passed)]
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(moved[0], 1)
+    os.dup2(moved[1], 2)
+    for fd, target in zip(moved[2:], targets):
+        os.dup2(fd, target)  # inheritable
+    wanted = {0, 1, 2}.union(targets).union(keep)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in wanted:
+            with contextlib.suppress(OSError):  # the listing's own, closed already
+                os.close(int(name))
+
+
+def _runs_here(plan: dict[str, Any], params: dict[str, Any]) -> bool:
+    """The plan is ``<this interpreter> -c CODE ...`` under our start-up environment plus
+    per-execution variables only."""
+    argv, env = plan["argv"], plan["env"]
+    if len(argv) < 3 or argv[0] != params["argv0"] or argv[1] != "-c":
+        return False
+    return bool({k: v for k, v in env.items() if k not in LATE_VARS} == params["env"])
+
+
+def _become(plan: dict[str, Any]) -> object:
+    """Become ``argv[0] -c CODE ARGS...`` under the plan's environment; CODE, compiled."""
+    argv, env = plan["argv"], plan["env"]
+    os.environ.clear()
+    os.environ.update(env)
+    extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[0:0] = ["", *extra]
+    sys.argv[:] = ["-c", *argv[3:]]
+    if hasattr(sys, "orig_argv"):
+        sys.orig_argv[:] = list(argv)
+    main = sys.modules["__main__"].__dict__
+    for name in list(main):
+        if name not in MAIN_NAMES:
+            del main[name]
+    return compile(argv[2], "<string>", "exec")
+
+
+def main(params: dict[str, Any]) -> object:
+    """Wait on ``params["ctl"]`` for the plan and enter it; the code to run in
+    ``__main__`` (when the plan's program is another one, ``execve`` it instead).
+
+    ``params``: ``ctl``, the plan's socket; ``argv0`` and ``env``, how this interpreter was
+    started; ``ruleset``, the Landlock ruleset made ahead (or None), with ``landlock``:
+    ``read_access``, ``write_access``, ``file_rights`` (the rights on a path's rule, and
+    those that apply to a file), ``proc_self`` and ``proc_files`` (the ``/proc`` entries a
+    script at ``restricted`` may read)."""
+    if sys.path and sys.path[0] == "":
+        del sys.path[0]  # nothing is imported from the working directory meanwhile
+    sock = socket.socket(fileno=params["ctl"])
+    msg, fds = _recv(sock)
+    if not msg:
+        os._exit(0)  # discarded before use
+    with contextlib.suppress(OSError):  # tells a started entry from one that died waiting
+        sock.send(b'{"received": true}')
+    sock.close()
+    errfd = _dup_above(fds[2], 512)
+    os.close(fds[2])
+    try:
+        req = json.loads(msg)
+        plan, extra = req["plan"], req.get("zygote") or {}
+        uid = plan.get("uid")
+        if uid is not None and (os.getuid(), os.geteuid()) != (uid, uid):
+            raise OSError(f"the pre-started interpreter runs as uid {os.geteuid()}, not {uid}")
+        ruleset, ll = params.get("ruleset"), params.get("landlock")
+        if plan.get("landlock") is not None and (ruleset is None or ll is None):
+            raise OSError("the plan asks for Landlock and no ruleset was made ahead")
+        _place_fds(fds[:2], fds[3:], list(plan["fd_targets"]),
+                   {errfd} | ({ruleset} if ruleset is not None else set()))
+        os.chdir(plan["cwd"])
+        os.umask(0o022)
+        if ruleset is not None and ll is not None:
+            read = list(extra.get("read", ()))
+            if ll.get("proc_self"):
+                read += [f"/proc/{os.getpid()}", *ll["proc_files"]]
+            _landlock(read, list(extra.get("write", ())), ll, ruleset)
+            os.close(ruleset)
+        if not _runs_here(plan, params):
+            os.execve(plan["argv"][0], plan["argv"], plan["env"])
+        code = _become(plan)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.write(errfd, f"{type(exc).__name__}: {exc}".encode()[:4000])
+        os._exit(127)
+    os.close(errfd)  # started: what an execve would have closed
+    return code

@@ -1,0 +1,276 @@
+"""Executions in an interpreter that a warm entry started ahead (``sandbox/zygote.py``).
+
+The script must not be able to tell, but for the program's own command line: what it sees
+is compared with the same probe run by a cold entry (an interpreter exec'd for the plan).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import sys
+from dataclasses import replace
+
+import pytest
+
+from execengine.isolation._spawnserver import zygote_extras
+from execengine.launch.base import LaunchLimits, LaunchSpec
+from execengine.launch.sandboxed import _interpreter_paths
+
+from .test_launchers import LEVELS
+
+
+@pytest.fixture(params=LEVELS)
+def launcher_cls(request):
+    return request.param
+
+
+def spec(code: str, cwd, *args: str, env: dict[str, str] | None = None,
+         **kw) -> LaunchSpec:
+    token = secrets.token_hex(8)
+    return LaunchSpec(argv=[sys.executable, "-c", code, *args],
+                      env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                           "EXECENGINE_RUN_TOKEN": token, **(env or {})},
+                      cwd=str(cwd), run_token=token, writable_paths=(str(cwd),),
+                      prestart=True, **kw)
+
+
+def warm_up(launcher, like: LaunchSpec) -> int:
+    """Teach ``launcher`` with a spec like ``like``; the pid of the pre-started entry."""
+    with launcher.launch(replace(like, argv=[sys.executable, "-c", "pass"])) as first:
+        assert first.wait(20) == 0
+    pool = launcher._pool
+    for _ in range(500):
+        entries = [e for e in list(pool._entries) if e.prestarted]
+        if entries:
+            return entries[0].pid
+        import time
+
+        time.sleep(0.02)
+    raise AssertionError("no pre-started entry")
+
+
+def run(launcher, s: LaunchSpec, *, entry: int | None = None) -> tuple[int, str, str, int]:
+    with launcher.launch(s) as child:
+        rc = child.wait(30)
+        return rc, child.stdout.read().decode(), child.stderr.read().decode(), child.pid
+
+
+PROBE = r"""
+import json, os, sys, subprocess
+def fds():
+    out = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.fstat(int(name))
+            out.append(int(name))
+        except OSError:
+            pass  # the listing's own descriptor
+    return sorted(out)
+with open("/proc/self/cmdline", "rb") as fh:
+    cmdline = fh.read().decode(errors="replace")
+print(json.dumps({
+    "zygote": "<execengine " + "zygote>" in cmdline,
+    "argv": sys.argv, "path": sys.path[:3], "cwd": os.getcwd(),
+    "env": {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TMP", "TEMP")},
+    "main": sorted(k for k in globals() if not k.startswith("__")),
+    "name": __name__, "fds": fds(), "stdin": sys.stdin.read(),
+    "inherited": subprocess.run(["/bin/sh", "-c", "echo $PER_RUN"], capture_output=True,
+                                text=True).stdout.strip(),
+    "flags": [sys.flags.dont_write_bytecode, sys.flags.utf8_mode, sys.flags.isolated],
+    "encoding": sys.stdout.encoding, "umask": os.umask(0o22),
+}))
+"""
+#: what the probe defines in __main__ itself
+PROBE_NAMES = ["cmdline", "fds", "fh", "json", "os", "subprocess", "sys"]
+
+
+def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_path):
+    (tmp_path / "rel").mkdir()
+    r, w = os.pipe()
+    target = os.dup2(w, 77, inheritable=True)
+    try:
+        def probe() -> LaunchSpec:
+            return spec(PROBE, tmp_path, "a1", "a 2",
+                        env={"PER_RUN": secrets.token_hex(4),
+                             "PYTHONPATH": "rel" + os.pathsep + "/nonexistent/abs",
+                             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUTF8": "1"},
+                        pass_fds=(target,))
+
+        with launcher_cls() as cold:
+            s_cold = s = probe()
+            rc, out, err, _ = run(cold, s)
+            assert rc == 0, err
+            seen_cold = json.loads(out)
+            assert not seen_cold["zygote"]  # the control: an interpreter exec'd for it
+        with launcher_cls() as launcher:
+            s = probe()
+            entry = warm_up(launcher, s)
+            rc, out, err, pid = run(launcher, s)
+            assert rc == 0, err
+            assert pid == entry
+            seen = json.loads(out)
+            assert seen.pop("zygote")
+            seen_cold.pop("zygote")
+            for got, asked in ((seen, s), (seen_cold, s_cold)):
+                # exactly the plan's environment, and what a subprocess inherits
+                assert got.pop("env") == dict(asked.env)
+                assert got.pop("inherited") == asked.env["PER_RUN"]
+            assert seen == seen_cold
+        assert seen["argv"] == ["-c", "a1", "a 2"]
+        assert seen["path"] == ["", str(tmp_path / "rel"), "/nonexistent/abs"]
+        assert seen["cwd"] == str(tmp_path)
+        assert seen["main"] == PROBE_NAMES
+        assert seen["fds"] == [0, 1, 2, target]
+        assert seen["stdin"] == ""
+    finally:
+        for fd in (r, w, target):
+            os.close(fd)
+
+
+@pytest.mark.parametrize(("code", "status", "stderr"), [
+    ("import sys; sys.exit(3)", 3, ""),
+    ("raise ValueError('boom')", 1, "ValueError: boom"),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", -signal.SIGSEGV, ""),
+    ("print('out', end=''); import sys; print('err', file=sys.stderr, end='')", 0, "err"),
+])
+def test_exit_status_and_streams(launcher_cls, tmp_path, code, status, stderr):
+    with launcher_cls() as launcher:
+        s = spec(code, tmp_path)
+        entry = warm_up(launcher, s)
+        rc, out, err, pid = run(launcher, s)
+        assert pid == entry
+        assert rc == status, err
+        assert stderr in err
+        if status == 0:
+            assert (out, err) == ("out", "err")
+
+
+def test_confined_before_the_code_runs(launcher_cls, tmp_path):
+    """Its uid, no-new-privileges, seccomp and Landlock, as an entry that execs applies
+    them; a host file outside the plan's paths stays unreadable (at ``none`` readable: the
+    probe works)."""
+    secret_dir = tmp_path.parent / f"secret-{secrets.token_hex(4)}"
+    secret_dir.mkdir()
+    os.chmod(secret_dir, 0o755)
+    secret = secret_dir / "s"
+    secret.write_text("secret")
+    os.chmod(secret, 0o644)
+    work = tmp_path / "work"
+    work.mkdir()
+    code = ("import json, sys\n"
+            "st = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read()"
+            ".splitlines() if ':\\t' in l)\n"
+            "try:\n    got = open(sys.argv[1]).read()\nexcept OSError as e:\n"
+            "    got = type(e).__name__\n"
+            "open('written', 'w').write('x')\n"
+            "print(json.dumps({'uid': st['Uid'].split()[0], 'nnp': st['NoNewPrivs'], "
+            "'seccomp': st['Seccomp'], 'read': got}))")
+    with launcher_cls() as launcher:
+        s = spec(code, work, str(secret))
+        entry = warm_up(launcher, s)
+        with launcher.launch(s) as child:
+            assert child.wait(30) == 0, child.stderr.read()
+            assert child.pid == entry
+            seen = json.loads(child.stdout.read())
+            uid = child.uid
+    assert seen["read"] in ("PermissionError", "FileNotFoundError"), seen
+    assert (seen["nnp"], seen["seccomp"]) == ("1", "2")
+    if uid is not None:
+        assert int(seen["uid"]) == uid != 0
+    assert (work / "written").read_text() == "x"
+    # the control: the same read from a plain child works
+    import subprocess
+
+    assert subprocess.run([sys.executable, "-c", code.split("\n")[0] + "\nprint(open("
+                           f"{str(secret)!r}).read())"], capture_output=True, text=True,
+                          cwd=work).stdout.strip() == "secret"
+
+
+def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launcher_cls,
+                                                                          tmp_path):
+    with launcher_cls() as launcher:
+        s = spec("pass", tmp_path)
+        entry = warm_up(launcher, s)
+        # a shell, as the terminal tool runs one (the interpreter's folders readable): exec'd
+        # by the pre-started entry with the plan's environment
+        sh = replace(s, argv=[os.path.realpath("/bin/sh"), "-c",
+                              'echo "$X"; tr "\\0" " " < /proc/$$/cmdline'],
+                     env={**s.env, "X": "from-plan"}, prestart=False,
+                     readable_paths=tuple(_interpreter_paths(sys.executable)))
+        rc, out, err, pid = run(launcher, sh)
+        assert (rc, pid) == (0, entry), err
+        assert out.split("\n")[:2] == ["from-plan", f"{sh.argv[0]} -c {sh.argv[2]} "]
+        # Python under another start-up environment: a fresh interpreter, as asked
+        entry = warm_up(launcher, s)
+        other = replace(s, argv=[sys.executable, "-c", "import sys, os; print(sys.flags."
+                                 "utf8_mode, os.environ['LANG'], '<execengine ' + 'zygote>' in "
+                                 "open('/proc/self/cmdline').read())"],
+                        env={**s.env, "LANG": "C", "PYTHONUTF8": "1"})
+        rc, out, err, pid = run(launcher, other)
+        assert (rc, pid) == (0, entry), err
+        assert out.split() == ["1", "C", "False"]
+
+
+def test_other_limits_get_a_cold_entry(launcher_cls, tmp_path):
+    with launcher_cls() as launcher:
+        s = spec("import resource; print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])",
+                 tmp_path)
+        entry = warm_up(launcher, s)
+        other = replace(s, limits=LaunchLimits(max_file_mb=3))
+        rc, out, err, pid = run(launcher, other)
+        assert rc == 0, err
+        assert pid != entry
+        assert out.strip() == str(3 * 1024 * 1024)
+
+
+# -- which plans a pre-started entry may serve (no processes) --------------------------
+
+WARM = {"level": "restricted", "netns": False,
+        "landlock": {"read": ["/usr", "/py"], "write": ["/dev/null"], "deny_tcp": True,
+                     "scope": True},
+        "zygote": {"argv0": "/py/bin/python", "env": {}, "uid": 1001, "gid": 1001,
+                   "rlimits": [[4, 0, 0]], "seccomp": {"allow_network": False,
+                                                       "stream_only": False},
+                   "interp": ["/py"]}}
+PLAN = {"level": "restricted", "netns": False, "uid": 1001, "gid": 1001,
+        "rlimits": [[4, 0, 0]], "seccomp": {"allow_network": False, "stream_only": False},
+        "landlock": {"read": ["/usr", "/py", "/work/ro"], "write": ["/dev/null", "/work"],
+                     "deny_tcp": True, "scope": True, "connect_ports": []}}
+
+
+def _plan(**changes):
+    plan = json.loads(json.dumps(PLAN))
+    for key, value in changes.items():
+        if key.startswith("ll_"):
+            plan["landlock"][key[3:]] = value
+        else:
+            plan[key] = value
+    return plan
+
+
+def test_extras_are_the_plans_own_paths():
+    assert zygote_extras(WARM, _plan()) == {"read": ["/work/ro"], "write": ["/work"]}
+
+
+@pytest.mark.parametrize("changes", [
+    {"uid": 1002}, {"gid": 1002}, {"level": "isolated"}, {"netns": True},
+    {"rlimits": [[4, 0, 0], [1, 9, 9]]},
+    {"seccomp": {"allow_network": True, "stream_only": False}},
+    {"proxy_bridge": {"port": 1, "socket": "/s"}}, {"landlock": None},
+    {"ll_connect_ports": [3128]}, {"ll_deny_tcp": False}, {"ll_scope": False},
+    {"ll_read": ["/usr", "/work/ro"]}, {"ll_write": ["/work"]},
+], ids=lambda c: ",".join(c))
+def test_a_plan_the_entry_was_not_started_for_is_refused(changes):
+    assert zygote_extras(WARM, _plan(**changes)) is None
+
+
+def test_isolated_refuses_a_bind_that_would_cover_the_interpreter():
+    warm = {**WARM, "level": "isolated"}
+    plan = _plan(level="isolated", mounts={"read": ["/py"], "write": ["/work"],
+                                           "socket_dir": "/run/s"})
+    assert zygote_extras(warm, plan) is not None
+    plan["mounts"]["write"] = ["/"]
+    assert zygote_extras(warm, plan) is None
