@@ -155,13 +155,17 @@ def _is_cloexec(fd: int) -> bool:
         return True
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+
+
 def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
                   ruleset: landlock.Ruleset | None = None) -> None:
     """Drop privileges, apply every in-process layer, exec. Never returns. ``ruleset``:
     Landlock rules added ahead (see :func:`_prepare_landlock`)."""
-    for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
+    _default_signals()
     bridge = plan.get("proxy_bridge")
     if bridge:
         # the sandbox's own network namespace: loopback up, the host's proxy bridged in
@@ -171,19 +175,7 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
     _place_fds(stdio, passed, plan["fd_targets"])
     os.chdir(plan["cwd"])
     os.umask(0o022)
-    for res, soft, hard in plan["rlimits"]:
-        resource.setrlimit(res, (soft, hard))
-    uid, gid = plan.get("uid"), plan.get("gid")
-    parent = os.getppid()
-    if uid is not None and gid is not None:
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-    die_with_parent(parent)  # after the uid change, which clears the death signal
-    # strays that setsid or double-fork reparent to the workload (kept across execve), so
-    # the child's bootstrap need not import ctypes to ask for it
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _drop(plan["rlimits"], plan.get("uid"), plan.get("gid"))
     ll = plan.get("landlock")
     if ll is not None:
         read = list(ll["read"])
@@ -198,12 +190,31 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
             connect_ports=tuple(ll.get("connect_ports", ()))), ruleset=ruleset)
     elif ruleset is not None:
         ruleset.close()
-    sc = plan.get("seccomp")
+    _seccomp(plan.get("seccomp"))
+    os.execve(plan["argv"][0], plan["argv"], plan["env"])
+
+
+def _drop(rlimits: list[list[int]], uid: int | None, gid: int | None) -> None:
+    """rlimits, the uid drop, the death signal, subreaper, no-new-privileges."""
+    for res, soft, hard in rlimits:
+        resource.setrlimit(res, (soft, hard))
+    parent = os.getppid()
+    if uid is not None and gid is not None:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    die_with_parent(parent)  # after the uid change, which clears the death signal
+    # strays that setsid or double-fork reparent to the workload (kept across execve), so
+    # the child's bootstrap need not import ctypes to ask for it
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _seccomp(sc: dict[str, Any] | None) -> None:
     if sc is not None:
         # compiled once in the spawner (inherited through fork): only the load is left
         seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"]),
                                                       bool(sc.get("stream_only"))))
-    os.execve(plan["argv"][0], plan["argv"], plan["env"])
 
 
 #: control message: JSON up to this size, plus up to this many fds
@@ -492,25 +503,10 @@ def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None
     descriptors, working directory, the rest of Landlock, the environment and the code).
     Never returns."""
     z = warm["zygote"]
-    for sig in (signal.SIGPIPE, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.set_wakeup_fd(-1)
+    _default_signals()
     os.chdir("/")
-    for res, soft, hard in z["rlimits"]:
-        resource.setrlimit(res, (soft, hard))
-    uid, gid = z.get("uid"), z.get("gid")
-    parent = os.getppid()
-    if uid is not None and gid is not None:
-        os.setgroups([])
-        os.setresgid(gid, gid, gid)
-        os.setresuid(uid, uid, uid)
-    die_with_parent(parent)
-    prctl(PR_SET_CHILD_SUBREAPER, 1)
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
-    sc = z.get("seccomp")
-    if sc is not None:
-        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"]),
-                                                      bool(sc.get("stream_only"))))
+    _drop(z["rlimits"], z.get("uid"), z.get("gid"))
+    _seccomp(z.get("seccomp"))
     params: dict[str, Any] = {"ctl": ctl, "argv0": z["argv0"], "env": z["env"],
                               "ruleset": None, "landlock": None}
     os.set_inheritable(ctl, True)
