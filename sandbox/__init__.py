@@ -12,6 +12,9 @@ It runs inside the sandboxed child, copied into the staging directory as ``_exec
   ``acall_tool``, ``ToolCallError``); concurrent calls matched by request id.
 - ``zmtp``: a small ZMTP 3.0/3.1 client (NULL mechanism, DEALER) over a Unix socket.
 - ``helpers``: ``json_parse``, ``shell_quote``, ``retry`` for scripts.
+- ``zygote``: the program of an interpreter a sandboxed warm entry starts ahead: it waits
+  for the plan, finishes entering the sandbox and runs ``python -c`` code in-process (not
+  imported in the child: the spawner hands its source over on a pipe).
 
 Importing the package imports nothing else, to keep the child's start-up small.
 """

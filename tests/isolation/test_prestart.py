@@ -18,6 +18,7 @@ import pytest
 from execengine.isolation._spawnserver import zygote_extras
 from execengine.launch.base import LaunchLimits, LaunchSpec
 from execengine.launch.sandboxed import _interpreter_paths
+from tests.sandbox._oldest_python import python38
 
 from .test_launchers import LEVELS
 
@@ -39,7 +40,7 @@ def spec(code: str, cwd, *args: str, env: dict[str, str] | None = None,
 
 def warm_up(launcher, like: LaunchSpec) -> int:
     """Teach ``launcher`` with a spec like ``like``; the pid of the pre-started entry."""
-    with launcher.launch(replace(like, argv=[sys.executable, "-c", "pass"])) as first:
+    with launcher.launch(replace(like, argv=[like.argv[0], "-c", "pass"])) as first:
         assert first.wait(20) == 0
     pool = launcher._pool
     for _ in range(500):
@@ -274,3 +275,19 @@ def test_isolated_refuses_a_bind_that_would_cover_the_interpreter():
     assert zygote_extras(warm, plan) is not None
     plan["mounts"]["write"] = ["/"]
     assert zygote_extras(warm, plan) is None
+
+
+PY38 = python38()
+
+
+@pytest.mark.skipif(PY38 is None, reason="no Python 3.8 here (set EXECENGINE_TEST_PYTHON38)")
+def test_the_oldest_supported_interpreter_runs_prestarted(launcher_cls, tmp_path):
+    assert PY38 is not None
+    code = ("import sys; print(sys.version_info[:2] == (3, 8), '<execengine ' + 'zygote>' in "
+            "open('/proc/self/cmdline').read(), sys.argv)")
+    with launcher_cls() as launcher:
+        s = replace(spec(code, tmp_path, "x"), argv=[str(PY38), "-c", code, "x"])
+        entry = warm_up(launcher, s)
+        rc, out, err, pid = run(launcher, s)
+    assert (rc, pid) == (0, entry), err
+    assert out.split() == ["True", "True", "['-c',", "'x']"]
