@@ -283,7 +283,7 @@ class SandboxLauncher(Launcher):
 
     def __init__(self, report: IsolationReport | None = None, *,
                  use_cgroups: bool | None = None, uid_pool: UidPool | None = None,
-                 warm: int = 1) -> None:
+                 warm: int = 2) -> None:
         self.report = report or detect()
         if not self.report.levels.get(self.level):
 
@@ -318,7 +318,7 @@ class SandboxLauncher(Launcher):
 
     @classmethod
     def from_config(cls, config: Config, report: IsolationReport | None = None) -> Self:
-        return cls(report)
+        return cls(report, warm=config.code_execution.warm_entries)
 
     # -- plan -------------------------------------------------------------------------
     def _landlock_paths(self, spec: LaunchSpec, tmp: str, interp: list[str]

@@ -20,6 +20,7 @@ from execengine.launch.base import LaunchLimits, LaunchSpec
 from execengine.launch.sandboxed import _interpreter_paths
 from tests.sandbox._oldest_python import python38
 
+from ._prestart import teach
 from .test_launchers import LEVELS
 
 
@@ -36,21 +37,6 @@ def spec(code: str, cwd, *args: str, env: dict[str, str] | None = None,
                            "EXECENGINE_RUN_TOKEN": token, **(env or {})},
                       cwd=str(cwd), run_token=token, writable_paths=(str(cwd),),
                       prestart=True, **kw)
-
-
-def warm_up(launcher, like: LaunchSpec) -> int:
-    """Teach ``launcher`` with a spec like ``like``; the pid of the pre-started entry."""
-    with launcher.launch(replace(like, argv=[like.argv[0], "-c", "pass"])) as first:
-        assert first.wait(20) == 0
-    pool = launcher._pool
-    for _ in range(500):
-        entries = [e for e in list(pool._entries) if e.prestarted]
-        if entries:
-            return entries[0].pid
-        import time
-
-        time.sleep(0.02)
-    raise AssertionError("no pre-started entry")
 
 
 def run(launcher, s: LaunchSpec, *, entry: int | None = None) -> tuple[int, str, str, int]:
@@ -108,7 +94,7 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
             assert not seen_cold["zygote"]  # the control: an interpreter exec'd for it
         with launcher_cls() as launcher:
             s = probe()
-            entry = warm_up(launcher, s)
+            entry = teach(launcher, s)
             rc, out, err, pid = run(launcher, s)
             assert rc == 0, err
             assert pid == entry
@@ -140,7 +126,7 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
 def test_exit_status_and_streams(launcher_cls, tmp_path, code, status, stderr):
     with launcher_cls() as launcher:
         s = spec(code, tmp_path)
-        entry = warm_up(launcher, s)
+        entry = teach(launcher, s)
         rc, out, err, pid = run(launcher, s)
         assert pid == entry
         assert rc == status, err
@@ -171,7 +157,7 @@ def test_confined_before_the_code_runs(launcher_cls, tmp_path):
             "'seccomp': st['Seccomp'], 'read': got}))")
     with launcher_cls() as launcher:
         s = spec(code, work, str(secret))
-        entry = warm_up(launcher, s)
+        entry = teach(launcher, s)
         with launcher.launch(s) as child:
             assert child.wait(30) == 0, child.stderr.read()
             assert child.pid == entry
@@ -194,7 +180,7 @@ def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launch
                                                                           tmp_path):
     with launcher_cls() as launcher:
         s = spec("pass", tmp_path)
-        entry = warm_up(launcher, s)
+        entry = teach(launcher, s)
         # a shell, as the terminal tool runs one (the interpreter's folders readable): exec'd
         # by the pre-started entry with the plan's environment
         sh = replace(s, argv=[os.path.realpath("/bin/sh"), "-c",
@@ -205,7 +191,7 @@ def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launch
         assert (rc, pid) == (0, entry), err
         assert out.split("\n")[:2] == ["from-plan", f"{sh.argv[0]} -c {sh.argv[2]} "]
         # Python under another start-up environment: a fresh interpreter, as asked
-        entry = warm_up(launcher, s)
+        entry = teach(launcher, s)
         other = replace(s, argv=[sys.executable, "-c", "import sys, os; print(sys.flags."
                                  "utf8_mode, os.environ['LANG'], '<execengine ' + 'zygote>' in "
                                  "open('/proc/self/cmdline').read())"],
@@ -219,7 +205,7 @@ def test_other_limits_get_a_cold_entry(launcher_cls, tmp_path):
     with launcher_cls() as launcher:
         s = spec("import resource; print(resource.getrlimit(resource.RLIMIT_FSIZE)[0])",
                  tmp_path)
-        entry = warm_up(launcher, s)
+        entry = teach(launcher, s)
         other = replace(s, limits=LaunchLimits(max_file_mb=3))
         rc, out, err, pid = run(launcher, other)
         assert rc == 0, err
@@ -287,7 +273,7 @@ def test_the_oldest_supported_interpreter_runs_prestarted(launcher_cls, tmp_path
             "open('/proc/self/cmdline').read(), sys.argv)")
     with launcher_cls() as launcher:
         s = replace(spec(code, tmp_path, "x"), argv=[str(PY38), "-c", code, "x"])
-        entry = warm_up(launcher, s)
+        entry = teach(launcher, s)
         rc, out, err, pid = run(launcher, s)
     assert (rc, pid) == (0, entry), err
     assert out.split() == ["True", "True", "['-c',", "'x']"]

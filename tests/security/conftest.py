@@ -16,7 +16,7 @@ import secrets
 import sys
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pytest
 from execengine.childenv import build_child_env
 from execengine.isolation.detect import detect
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
+from tests.isolation._prestart import teach
 from tests.rpc.conftest import rpc  # noqa: F401  (the RPC tests' fixture, for the red team's)
 
 ATTACKS = Path(__file__).resolve().parent / "attacks"
@@ -60,16 +61,6 @@ def level_params(*, prestarted: bool = False) -> list[Any]:
 #: runs an attack from ``python -c``: argv[1] is the attack, the rest its arguments
 RUN_PATH = ("import runpy, sys; sys.argv[:] = sys.argv[1:]; "
             "runpy.run_path(sys.argv[0], run_name='__main__')")
-
-
-def wait_prestarted(launcher: Launcher) -> int:
-    """Until ``launcher`` holds a warm entry that started the interpreter ahead (it starts
-    them once it has run one ``prestart`` spec); its pid."""
-    pool = getattr(launcher, "_pool", None)
-    assert pool is not None, launcher
-    assert wait_until(lambda: any(e.prestarted for e in list(pool._entries)), 10.0), \
-        "no pre-started entry"
-    return next(e.pid for e in list(pool._entries) if e.prestarted)
 
 
 @pytest.fixture(scope="session")
@@ -176,13 +167,8 @@ def run_attack(launchers, workdir):
             readable_paths=(str(ATTACKS),), limits=limits or LaunchLimits(),
             prestart=prestarted)
         launcher = launchers(level)
-        entry = None
-        if prestarted:
-            # a spec like this one (same limits) teaches the launcher what to start ahead
-            first = launcher.launch(replace(spec, argv=[sys.executable, "-c", "pass"]))
-            first.wait(10)
-            first.close()
-            entry = wait_prestarted(launcher)
+        # specs like this one (same limits) teach the launcher what to start ahead
+        entry = teach(launcher, spec) if prestarted else None
         child = launcher.launch(spec)
         # the attack runs in the pre-started interpreter, not in a cold entry
         assert entry is None or child.pid == entry, (child.pid, entry)

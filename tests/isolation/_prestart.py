@@ -1,0 +1,26 @@
+"""Getting a launch into a pre-started interpreter (``sandbox/zygote.py``) on purpose."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from execengine.launch.base import Launcher, LaunchSpec
+
+
+def teach(launcher: Launcher, like: LaunchSpec, timeout: float = 10.0) -> int:
+    """Run specs like ``like`` (same interpreter, environment and limits; ``pass`` as the
+    code) until every warm entry of ``launcher`` was started for them; the pid of the
+    entry the next launch takes."""
+    pool = launcher._pool  # type: ignore[attr-defined]
+    for _ in range(max(1, pool.size)):
+        # each takes the oldest entry; the refill starts one for this spec
+        with launcher.launch(replace(like, argv=[like.argv[0], "-c", "pass"])) as first:
+            assert first.wait(30) == 0, first.stderr.read()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        entries = list(pool._entries)
+        if len(entries) >= pool.size and all(e.prestarted for e in entries):
+            return int(entries[0].pid)
+        time.sleep(0.02)
+    raise AssertionError(f"no pre-started entry: {pool._entries}")
