@@ -150,7 +150,8 @@ def _become(plan: dict[str, Any]) -> object:
     os.environ.clear()
     os.environ.update(env)
     extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[0:0] = ["", *extra]
+    # -c puts the working directory first, unless -P or PYTHONSAFEPATH (3.11) says not to
+    sys.path[0:0] = [*([] if getattr(sys.flags, "safe_path", False) else [""]), *extra]
     sys.argv[:] = ["-c", *argv[3:]]
     if hasattr(sys, "orig_argv"):
         sys.orig_argv[:] = list(argv)

@@ -74,7 +74,9 @@ print(json.dumps({
 PROBE_NAMES = ["cmdline", "fds", "fh", "json", "os", "subprocess", "sys"]
 
 
-def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_path):
+@pytest.mark.parametrize("safe_path", [False, True], ids=["", "PYTHONSAFEPATH"])
+def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_path,
+                                                              safe_path):
     (tmp_path / "rel").mkdir()
     r, w = os.pipe()
     target = os.dup2(w, 77, inheritable=True)
@@ -83,7 +85,8 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
             return spec(PROBE, tmp_path, "a1", "a 2",
                         env={"PER_RUN": secrets.token_hex(4),
                              "PYTHONPATH": "rel" + os.pathsep + "/nonexistent/abs",
-                             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUTF8": "1"},
+                             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUTF8": "1",
+                             **({"PYTHONSAFEPATH": "1"} if safe_path else {})},
                         pass_fds=(target,))
 
         with launcher_cls() as cold:
@@ -107,7 +110,8 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
                 assert got.pop("inherited") == asked.env["PER_RUN"]
             assert seen == seen_cold
         assert seen["argv"] == ["-c", "a1", "a 2"]
-        assert seen["path"] == ["", str(tmp_path / "rel"), "/nonexistent/abs"]
+        expected = [str(tmp_path / "rel"), "/nonexistent/abs"]
+        assert seen["path"][:2] == expected if safe_path else seen["path"] == ["", *expected]
         assert seen["cwd"] == str(tmp_path)
         assert seen["main"] == PROBE_NAMES
         assert seen["fds"] == [0, 1, 2, target]
