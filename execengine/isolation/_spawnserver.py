@@ -183,35 +183,42 @@ class Server:
                 wid = None
             else:  # the interpreter is bound in its root already
                 ahead = set(self.prepared[wid]["zygote"]["interp"])
-        binds: list[mounts.Bind] = []
-        bind_fds: list[int] = []
-        if m is not None:
-            warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
-            # the execution's paths, as detached mounts made here in the host's view
+        made: list[int] = []  # every bind descriptor made here, closed at the end
+
+        def clone(skip: set[str]) -> tuple[list[mounts.Bind], list[int]]:
+            """The execution's paths (but ``skip``), as detached mounts made here in the
+            host's view."""
+            if m is None:
+                return [], []
             binds, bind_fds = mounts.clone_binds(mounts.MountPlan(
-                new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in ahead),
+                new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in skip),
                 write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
                 tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
                 protect=tuple(m.get("protect", ()))))
-        if len(fds) + len(bind_fds) + 2 > entry.MAX_FDS:
-            for fd in bind_fds:
-                os.close(fd)
-            raise ValueError("too many paths and descriptors for one sandbox")
+            made.extend(bind_fds)
+            if len(fds) + len(bind_fds) + 2 > entry.MAX_FDS:
+                raise ValueError("too many paths and descriptors for one sandbox")
+            return binds, bind_fds
+
+        if m is not None:
+            warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
         status_w = fds[2]
-        sent = (binds, bind_fds)
         try:
+            sent = clone(ahead)
             if wid is not None and wid in self.warm:
                 pid, ctl = self.warm.pop(wid)
                 self.prepared.pop(wid, None)
                 if pid in self.dead:  # it died before use: start a cold one instead
                     self.dead.discard(pid)
                     ctl.close()
-                    wid = None
                 else:
                     reply = self._use(pid, ctl, plan, fds, sent, zygote)
                     if reply is not None:
                         return reply
-                    wid = None
+                if m is not None:
+                    # a pre-started entry's init may have attached them before it found
+                    # the interpreter gone, and the cold entry binds the interpreter too
+                    sent = clone(set())
             cold = f"cold-{id(plan)}"
             pid = self.prepare(cold, warm)
             _, ctl = self.warm.pop(cold)
@@ -222,7 +229,7 @@ class Server:
                 return {"ok": False, "error": "the sandbox entry died before use"}
             return reply
         finally:
-            for fd in [*fds, *bind_fds]:
+            for fd in [*fds, *made]:
                 if fd != status_w:
                     with contextlib.suppress(OSError):
                         os.close(fd)

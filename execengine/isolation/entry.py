@@ -451,14 +451,12 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
     """As the namespace's init, for a pre-started interpreter (see :func:`exec_zygote`):
     receive the plan, attach its binds (root is needed for that, and the interpreter runs
     as the sandbox's uid already), forward the rest to the interpreter. The host's status
-    descriptor, or None when the entry was discarded before use."""
+    descriptor; None when the entry was discarded, or the interpreter was gone, before
+    use."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
     if not msg:
         return None  # discarded before use
-    with contextlib.suppress(OSError):
-        sock.send(b'{"received": true}')
-    sock.close()
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
     stdio, errfd, status, rest = fds[:2], fds[2], fds[3], fds[4:]
@@ -472,15 +470,26 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
         mounts.attach(binds, mounted, cwd=None, tmp_mb=int(m["tmp_mb"]),
                       prepared_tmp_mb=int(warm["tmp_mb"]))
         mounted = []
-        socket.send_fds(zygote, [json.dumps({"plan": plan, "zygote": req.get("zygote")})
-                                 .encode()], [*stdio, errfd, *passed])
     except BaseException as exc:
         _report(errfd, exc)
-    finally:
-        for fd in [*stdio, errfd, *mounted, *passed]:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    return status
+        taken = True  # an error of the plan's: reported, not retried
+    else:
+        try:
+            socket.send_fds(zygote, [json.dumps({"plan": plan, "zygote": req.get("zygote")})
+                                     .encode()], [*stdio, errfd, *passed])
+            taken = True
+        except OSError:
+            # the interpreter died starting or waiting: the plan is not taken (no
+            # "received", no error), so the spawner gives it to a cold entry
+            taken = False
+    if taken:  # before our copy of the error descriptor closes (see _spawnserver._use)
+        with contextlib.suppress(OSError):
+            sock.send(b'{"received": true}')
+    sock.close()
+    for fd in [*stdio, errfd, *mounted, *passed, *([] if taken else [status])]:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return status if taken else None
 
 
 def _zygote_ready(warm: dict[str, Any], ruleset: landlock.Ruleset | None) -> bool:

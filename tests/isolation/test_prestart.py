@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -281,3 +282,26 @@ def test_the_oldest_supported_interpreter_runs_prestarted(launcher_cls, tmp_path
         rc, out, err, pid = run(launcher, s)
     assert (rc, pid) == (0, entry), err
     assert out.split() == ["True", "True", "['-c',", "'x']"]
+
+
+def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(launcher_cls, tmp_path):
+    import psutil
+
+    with launcher_cls() as launcher:
+        s = spec("print('ran')", tmp_path)
+        entry = teach(launcher, s)
+        # the interpreter: the entry itself at restricted, the namespace's workload below
+        # its holder and init at isolated
+        interpreter = [p for p in [psutil.Process(entry), *psutil.Process(entry).children(
+            recursive=True)] if "-c" in p.cmdline()][-1]
+        interpreter.kill()
+        for _ in range(500):  # not our child: poll until it is gone or a zombie
+            try:
+                if interpreter.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.02)
+        rc, out, err, pid = run(launcher, s)
+        assert (rc, out) == (0, "ran\n"), err
+        assert pid != entry
