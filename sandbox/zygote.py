@@ -2,24 +2,27 @@
 
 Starting Python is most of what a trivial execution costs (``site`` alone, with the ``.pth``
 hooks of a typical site-packages, is over 20 ms), and none of it depends on the script. So
-a warm sandbox entry (see ``execengine.isolation.entry``) does everything privileged first
-— cgroup, namespaces, the fixed root, rlimits, the uid drop, no-new-privileges, seccomp —
-and then ``exec``\\ s the child's interpreter with this program, under the environment
-every execution of its launcher shares (the per-execution variables, such as the RPC
-endpoint and ``PYTHONPATH``, left out). It waits, unprivileged, for the plan. When the
-plan comes it:
+a warm entry at level ``isolated`` (see ``execengine.isolation.entry``) does everything
+privileged first — cgroup, namespaces, the fixed root with the interpreter's folders bound
+read-only, rlimits, the uid drop, no-new-privileges, seccomp — and then ``exec``s the
+child's interpreter with this program, under the environment every execution of its
+launcher shares (the per-execution variables, such as the RPC endpoint and ``PYTHONPATH``,
+left out). Until the plan comes it sees only the system's and the interpreter's folders,
+which no sandbox can write. It waits, unprivileged, for the plan; the namespace's init
+attaches the plan's binds and forwards it. Then it:
 
 1. places the execution's descriptors (stdin ``/dev/null``, stdout, stderr, the passed
    ones at their numbers) and closes every other one;
-2. changes to the working directory, and applies the rest of Landlock (the execution's own
-   paths on top of the fixed rules its entry added ahead; the domain applies to this
-   thread, and nothing else runs yet);
+2. changes to the working directory, sets the plan's CPU-time limit, and applies the rest
+   of Landlock (the execution's own paths on top of the fixed rules its entry added
+   ahead; the domain applies to this thread, and nothing else runs yet);
 3. when the plan runs ``<this interpreter> -c CODE ARGS...`` under this environment plus
-   only the per-execution variables: puts the plan's environment in place (``os.environ``
-   and the C ``environ`` its children inherit), puts ``PYTHONPATH`` on ``sys.path`` where
-   the interpreter would have (made absolute against the working directory, as it does),
-   sets ``sys.argv`` and runs ``CODE`` in ``__main__``, as ``python -c`` would;
-   otherwise ``execve``\\ s the plan's program with the plan's environment.
+   only the per-execution variables, and a start now would have gone the same way (see
+   :func:`_runs_here`): puts the plan's environment in place (``os.environ`` and the C
+   ``environ`` its children inherit), puts ``PYTHONPATH`` on ``sys.path`` where the
+   interpreter would have (made absolute against the working directory, as it does), sets
+   ``sys.argv`` and leaves ``CODE`` for the loader to run in ``__main__``, as ``python -c``
+   would; otherwise ``execve``s the plan's program with the plan's environment.
 
 The error descriptor that came with the plan is close-on-exec; closing it before the code
 runs is what tells the spawner the child started, as an ``execve`` would. Anything that
@@ -27,20 +30,28 @@ fails before that is written there, and the process exits 127.
 
 Standard library only, any Python >= 3.8: it runs under the script's interpreter. It is
 not imported as part of ``_execengine``: the spawner hands its source to the interpreter on
-a pipe (the root of an ``isolated`` sandbox holds no runtime until the plan's binds are
-attached).
+a pipe (the root holds no runtime until the plan's binds are attached).
 """
 
 from __future__ import annotations
 
-import array
-import contextlib
-import ctypes
-import json
-import os
-import socket
-import stat
 import sys
+
+#: modules a start of the interpreter imported, before this program's own (the loader
+#: notes them before this program's first line imports ``__future__``)
+_STARTUP = sys.__dict__.pop("_execengine_startup", None) or set(sys.modules)
+if sys.path and sys.path[0] == "":
+    # ``-c`` put the working directory first: nothing is imported (or listed) from there
+    del sys.path[0]
+
+import array  # noqa: E402
+import contextlib  # noqa: E402
+import ctypes  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import socket  # noqa: E402
+import stat  # noqa: E402
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,6 +90,8 @@ def _recv(sock: socket.socket) -> tuple[bytes, list[int]]:
             break
         except InterruptedError:
             continue
+        except OSError:
+            return b"", []  # the other end went away: discarded
     fds = array.array("i")
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -135,21 +148,72 @@ def _place_fds(stdio: list[int], passed: list[int], targets: list[int], keep: se
                 os.close(int(name))
 
 
-def _runs_here(plan: dict[str, Any], params: dict[str, Any]) -> bool:
+def _startup_state() -> tuple[list[str], list[str]]:
+    """What the start-up depended on that the plan can change: the folders that ``site``
+    would have added (the user site directory, the ``.pth`` files' entries) but did not,
+    since they did not exist; the top-level modules it imported from files."""
+    missing = []
+    try:
+        import site
+
+        dirs = list(site.getsitepackages())
+        if site.ENABLE_USER_SITE:
+            user = site.getusersitepackages()
+            dirs.append(user)
+            if not os.path.isdir(user):
+                missing.append(user)
+    except (ImportError, AttributeError):  # -S, or a virtualenv's own site module
+        dirs = []
+    for folder in dirs:
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.rstrip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    entry = os.path.join(folder, line)
+                    if not os.path.exists(entry):
+                        missing.append(entry)
+    modules = [name for name, mod in list(sys.modules.items())
+               if name in _STARTUP and "." not in name
+               and getattr(getattr(mod, "__spec__", None), "has_location", False)]
+    return missing, modules
+
+
+def _runs_here(plan: dict[str, Any], params: dict[str, Any], extra: list[str],
+               state: tuple[list[str], list[str]]) -> bool:
     """The plan is ``<this interpreter> -c CODE ...`` under our start-up environment plus
-    per-execution variables only."""
+    per-execution variables only, and a start now would have gone the same way: no folder
+    ``site`` skipped exists now; the plan's ``PYTHONPATH`` (``extra``, which a start puts
+    before the standard library) holds neither ``sitecustomize`` nor ``usercustomize``
+    nor a module the start imported."""
     argv, env = plan["argv"], plan["env"]
     if len(argv) < 3 or argv[0] != params["argv0"] or argv[1] != "-c":
         return False
-    return bool({k: v for k, v in env.items() if k not in LATE_VARS} == params["env"])
+    if {k: v for k, v in env.items() if k not in LATE_VARS} != params["env"]:
+        return False
+    missing, modules = state
+    if any(os.path.exists(p) for p in missing):
+        return False
+    from importlib.machinery import PathFinder
+
+    return not extra or all(PathFinder.find_spec(name, extra) is None
+                            for name in ("sitecustomize", "usercustomize", *modules))
 
 
-def _become(plan: dict[str, Any]) -> object:
-    """Become ``argv[0] -c CODE ARGS...`` under the plan's environment; CODE, compiled."""
+def _become(plan: dict[str, Any], extra: list[str]) -> object:
+    """Become ``argv[0] -c CODE ARGS...`` under the plan's environment (``extra``: its
+    ``PYTHONPATH``); CODE, compiled."""
     argv, env = plan["argv"], plan["env"]
     os.environ.clear()
     os.environ.update(env)
-    extra = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     # -c puts the working directory first, unless -P or PYTHONSAFEPATH (3.11) says not to
     sys.path[0:0] = [*([] if getattr(sys.flags, "safe_path", False) else [""]), *extra]
     sys.argv[:] = ["-c", *argv[3:]]
@@ -159,7 +223,12 @@ def _become(plan: dict[str, Any]) -> object:
     for name in list(main):
         if name not in MAIN_NAMES:
             del main[name]
-    return compile(argv[2], "<string>", "exec")
+    code = compile(argv[2], "<string>", "exec")
+    # what this program imported, out of sight: the code imports them afresh, as after a
+    # start (from its own working directory first, say), and sys.modules is a start's
+    for name in [n for n in sys.modules if n not in _STARTUP]:
+        del sys.modules[name]
+    return code
 
 
 def main(params: dict[str, Any]) -> object:
@@ -169,10 +238,8 @@ def main(params: dict[str, Any]) -> object:
     ``params``: ``ctl``, the plan's socket; ``argv0`` and ``env``, how this interpreter was
     started; ``ruleset``, the Landlock ruleset made ahead (or None), with ``landlock``:
     ``read_access``, ``write_access``, ``file_rights`` (the rights on a path's rule, and
-    those that apply to a file), ``proc_self`` and ``proc_files`` (the ``/proc`` entries a
-    script at ``restricted`` may read)."""
-    if sys.path and sys.path[0] == "":
-        del sys.path[0]  # nothing is imported from the working directory meanwhile
+    those that apply to a file)."""
+    state = _startup_state()
     sock = socket.socket(fileno=params["ctl"])
     msg, fds = _recv(sock)
     if not msg:
@@ -196,14 +263,15 @@ def main(params: dict[str, Any]) -> object:
         os.chdir(plan["cwd"])
         os.umask(0o022)
         if ruleset is not None and ll is not None:
-            read = list(extra.get("read", ()))
-            if ll.get("proc_self"):
-                read += [f"/proc/{os.getpid()}", *ll["proc_files"]]
-            _landlock(read, list(extra.get("write", ())), ll, ruleset)
+            _landlock(list(extra.get("read", ())), list(extra.get("write", ())), ll, ruleset)
             os.close(ruleset)
-        if not _runs_here(plan, params):
+        for res, soft, hard in extra.get("rlimits", ()):  # the CPU time's, as planned
+            resource.setrlimit(res, (soft, hard))
+        path = [os.path.abspath(p)
+                for p in plan["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        if not _runs_here(plan, params, path, state):
             os.execve(plan["argv"][0], plan["argv"], plan["env"])
-        code = _become(plan)
+        code = _become(plan, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.write(errfd, f"{type(exc).__name__}: {exc}".encode()[:4000])

@@ -53,6 +53,7 @@ import contextlib
 import gc
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -397,31 +398,41 @@ def zygote_extras(warm: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any] 
     cannot serve it: it dropped to another uid, or applied other rlimits or another seccomp
     filter than the plan's, the plan needs a bridge or a port rule (set up before exec),
     the Landlock rules made ahead are not a subset of the plan's, or at ``isolated`` a
-    path of the plan would cover the interpreter bound ahead."""
+    path of the plan would cover the interpreter bound ahead, or a writable one lie in
+    it. The CPU-time limit is the plan's own: the interpreter sets it."""
     z = warm["zygote"]
     ll, fixed = plan.get("landlock"), warm.get("landlock")
     if (plan["level"] != warm["level"] or bool(plan.get("netns")) != bool(warm.get("netns"))
             or plan.get("uid") != z.get("uid") or plan.get("gid") != z.get("gid")
-            or [list(r) for r in plan["rlimits"]] != [list(r) for r in z["rlimits"]]
+            or [list(r) for r in plan["rlimits"] if r[0] != resource.RLIMIT_CPU]
+            != [list(r) for r in z["rlimits"]]
             or plan.get("seccomp") != z.get("seccomp") or plan.get("proxy_bridge")):
         return None
     if (ll is None) != (fixed is None):
         return None
-    extra: dict[str, Any] = {"read": [], "write": []}
+    cpu = [list(r) for r in plan["rlimits"] if r[0] == resource.RLIMIT_CPU]
+    extra: dict[str, Any] = {"read": [], "write": [], "rlimits": cpu}
     if ll is not None and fixed is not None:
         if (ll.get("connect_ports") or bool(ll["deny_tcp"]) != bool(fixed["deny_tcp"])
                 or bool(ll["scope"]) != bool(fixed["scope"])
                 or not set(fixed["read"]) <= set(ll["read"])
                 or not set(fixed["write"]) <= set(ll["write"])):
             return None
-        extra = {"read": [p for p in dict.fromkeys(ll["read"]) if p not in fixed["read"]],
-                 "write": [p for p in dict.fromkeys(ll["write"]) if p not in fixed["write"]]}
+        extra.update(
+            read=[p for p in dict.fromkeys(ll["read"]) if p not in fixed["read"]],
+            write=[p for p in dict.fromkeys(ll["write"]) if p not in fixed["write"]])
     m = plan.get("mounts")
     if m is not None:
         interp = [os.path.abspath(p) for p in z["interp"]]
+        writes = {os.path.abspath(p) for p in m["write"]}
+
+        def under(a: str, b: str) -> bool:
+            return a.startswith(b.rstrip("/") + "/")
+
         for path in (*m["read"], *m["write"], m.get("socket_dir") or ""):
             path = os.path.abspath(path) if path else ""
-            if path and any(i.startswith(path.rstrip("/") + "/") for i in interp):
+            if path and any(under(i, path) or (path in writes and (
+                    path == i or under(path, i))) for i in interp):
                 return None
     return extra
 

@@ -248,10 +248,7 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
         if warm["level"] != "isolated":
             if warm.get("netns"):  # the allow-list proxy is bridged in (see .bridge)
                 own_network()
-            ruleset = _prepare_landlock(warm)
-            if _zygote_ready(warm, ruleset):
-                exec_zygote(warm, ctl, ruleset)
-            _await_plan(ctl, ruleset=ruleset)
+            _await_plan(ctl, ruleset=_prepare_landlock(warm))
         _isolated(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
         _report_ctl(ctl, exc)
@@ -493,14 +490,21 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
 
 
 def _zygote_ready(warm: dict[str, Any], ruleset: landlock.Ruleset | None) -> bool:
-    """Whether this entry pre-starts the interpreter: asked for, and the Landlock rules
-    added ahead when there are any (the interpreter can only add to them)."""
-    return bool(warm.get("zygote")) and (ruleset is not None or not warm.get("landlock"))
+    """Whether this entry pre-starts the interpreter: asked for, at ``isolated`` (before
+    the plan it sees only the system's and its own folders; in the host's view, start-up
+    code a sandbox could write would run before Landlock), and the Landlock rules added
+    ahead when there are any (the interpreter can only add to them)."""
+    return (bool(warm.get("zygote")) and warm["level"] == "isolated"
+            and (ruleset is not None or not warm.get("landlock")))
 
 
-#: run by the pre-started interpreter: its program comes on the descriptor in argv[1]
-ZYGOTE_LOADER = ('import os,sys;exec(compile(b"".join(iter(lambda:os.read(int(sys.argv[1]),'
-                 '65536),b"")),"<execengine zygote>","exec"),{"__name__":"_execengine_zygote"})')
+#: run by the pre-started interpreter: its program comes on the descriptor in argv[1] and
+#: leaves the plan's code in ``sys``, run here (one frame above it, not two); what the
+#: interpreter's start imported is noted first
+ZYGOTE_LOADER = ('import os,sys;sys._execengine_startup=set(sys.modules);exec(compile(b"".join('
+                 'iter(lambda:os.read(int(sys.argv[1]),65536),b"")),"<execengine zygote>","exec"),'
+                 '{"__name__":"_execengine_zygote"});'
+                 'exec(__import__("sys").__dict__.pop("_execengine_code"))')
 #: the pre-started interpreter's program (``sandbox/zygote.py``), read by the spawner
 ZYGOTE_SOURCE: str = ""
 
@@ -523,11 +527,19 @@ def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None
         os.set_inheritable(ruleset.fd, True)
         params["ruleset"] = ruleset.fd
         params["landlock"] = {"read_access": landlock.READ, "write_access": ruleset.handled,
-                              "file_rights": landlock.FILE_RIGHTS,
-                              "proc_self": warm["level"] != "isolated",
-                              "proc_files": list(PROC_FILES)}
-    program = (f"{ZYGOTE_SOURCE}\nexec(main(__import__('json').loads({json.dumps(params)!r})),"
-               " __import__('sys').modules['__main__'].__dict__)\n")
+                              "file_rights": landlock.FILE_RIGHTS}
+    program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = main(json.loads("
+               f"{json.dumps(params)!r}))\n")
+    # the standard streams the interpreter makes at start-up must be what the plan's will
+    # be (its stdout and stderr are pipes: not seekable, not a terminal): a pipe nobody
+    # reads until then (a write that would block fails), stdin /dev/null as the plan's
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    _, stdio = os.pipe2(os.O_NONBLOCK)  # the read end stays open: writes do not raise EPIPE
+    os.dup2(stdio, 1)
+    os.dup2(stdio, 2)
+    os.close(stdio)
     r, w = os.pipe()
     data = memoryview(program.encode())
     while data:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import select
 import shutil
 import signal
@@ -67,13 +68,27 @@ DEVICES_RO = ("/dev/random", "/dev/urandom")
 def _zygote_for(plan: dict[str, Any], interp: list[str]) -> dict[str, Any] | None:
     """What a warm entry needs to start the interpreter of ``plan`` ahead (None: it cannot,
     see :func:`.._spawnserver.zygote_extras`): how (the interpreter, the environment
-    without the per-execution variables) and the privileged part it applies first."""
+    without the per-execution variables) and the privileged part it applies first (the
+    rlimits but the CPU time's, which the interpreter sets from each plan)."""
     if plan.get("proxy_bridge") or (plan.get("landlock") or {}).get("connect_ports"):
         return None
     late = set(runtime_module("zygote").LATE_VARS)
     return {"argv0": plan["argv"][0],
             "env": {k: v for k, v in plan["env"].items() if k not in late},
-            "rlimits": plan["rlimits"], "seccomp": plan["seccomp"], "interp": interp}
+            "rlimits": [r for r in plan["rlimits"] if r[0] != resource.RLIMIT_CPU],
+            "seccomp": plan["seccomp"], "interp": interp}
+
+
+def _overlaps(paths: list[str], interp: list[str]) -> bool:
+    """Whether one of ``paths`` contains, or lies inside, one of the interpreter's
+    folders (a sandbox that may write there could change what an interpreter runs when
+    it starts, before the plan's Landlock rules)."""
+    def inside(a: str, b: str) -> bool:
+        return a == b or a.startswith(b.rstrip("/") + "/")
+
+    real = [os.path.realpath(p) for p in paths]
+    folders = [os.path.realpath(p) for p in interp]
+    return any(inside(p, i) or inside(i, p) for p in real for i in folders)
 
 
 class _Grants:
@@ -314,6 +329,8 @@ class SandboxLauncher(Launcher):
         #: how the last launch that may run in a pre-started interpreter (``spec.prestart``)
         #: started it: what warm entries start ahead (see :func:`.entry.exec_zygote`)
         self._zygote_seen: dict[str, Any] | None = None
+        #: interpreters whose folders a plan made writable: never started ahead again
+        self._zygote_refused: set[str] = set()
         self._closed = False
 
     @classmethod
@@ -491,6 +508,21 @@ class SandboxLauncher(Launcher):
             raise
         return WarmEntry(wid, own_net, (slot, group), pid, prestarted="zygote" in warm)
 
+    def _learn_zygote(self, spec: LaunchSpec, plan: dict[str, Any], interp: list[str]
+                      ) -> None:
+        """Remember how to start ``spec``'s interpreter ahead, for the next warm entries;
+        only at ``isolated``: before the plan the interpreter sees only the system's and
+        its own folders, read-only, and the namespaces. (At ``restricted`` it would start
+        in the host's view, where start-up code that a script left in a site directory
+        it may write would run before Landlock.) Never again for an interpreter whose
+        folders a plan could write: what it runs at start-up is then the sandbox's."""
+        argv0 = os.path.realpath(spec.argv[0])
+        if argv0 in self._zygote_refused or _overlaps(list(spec.writable_paths), interp):
+            self._zygote_refused.add(argv0)
+            self._zygote_seen = None
+            return
+        self._zygote_seen = _zygote_for(plan, interp)
+
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
         with contextlib.suppress(SandboxError):
@@ -584,8 +616,8 @@ class SandboxLauncher(Launcher):
                 if spec.limits.proxy_socket and self._bridged(spec.limits):
                     self._grant_sockets(os.path.dirname(spec.limits.proxy_socket), slot)
             plan = self._plan(spec, slot, group, tmp_path, interp)
-            if spec.prestart:
-                self._zygote_seen = _zygote_for(plan, interp)
+            if self.level == "isolated" and spec.prestart:
+                self._learn_zygote(spec, plan, interp)
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()
             st_r, st_w = os.pipe()

@@ -24,8 +24,11 @@ from tests.sandbox._oldest_python import python38
 from ._prestart import teach
 from .test_launchers import LEVELS
 
+#: the level that pre-starts (see test_restricted_never_prestarts)
+ISOLATED = [p for p in LEVELS if p.id == "isolated"]
 
-@pytest.fixture(params=LEVELS)
+
+@pytest.fixture(params=ISOLATED)
 def launcher_cls(request):
     return request.param
 
@@ -69,6 +72,8 @@ print(json.dumps({
                                 text=True).stdout.strip(),
     "flags": [sys.flags.dont_write_bytecode, sys.flags.utf8_mode, sys.flags.isolated],
     "encoding": sys.stdout.encoding, "umask": os.umask(0o22),
+    "streams": [(f.seekable(), f.isatty(), f.line_buffering) for f in (sys.stdout, sys.stderr)],
+    "modules": sorted(sys.modules),
 }))
 """
 #: what the probe defines in __main__ itself
@@ -244,7 +249,12 @@ def _plan(**changes):
 
 
 def test_extras_are_the_plans_own_paths():
-    assert zygote_extras(WARM, _plan()) == {"read": ["/work/ro"], "write": ["/work"]}
+    assert zygote_extras(WARM, _plan()) == {"read": ["/work/ro"], "write": ["/work"],
+                                            "rlimits": []}
+    # the CPU-time limit is the plan's own: the interpreter sets it
+    cpu = _plan(rlimits=[[4, 0, 0], [0, 9, 10]])
+    assert zygote_extras(WARM, cpu) == {"read": ["/work/ro"], "write": ["/work"],
+                                        "rlimits": [[0, 9, 10]]}
 
 
 @pytest.mark.parametrize("changes", [
@@ -259,13 +269,18 @@ def test_a_plan_the_entry_was_not_started_for_is_refused(changes):
     assert zygote_extras(WARM, _plan(**changes)) is None
 
 
-def test_isolated_refuses_a_bind_that_would_cover_the_interpreter():
+@pytest.mark.parametrize(("read", "write", "ok"), [
+    (["/py"], ["/work"], True),
+    ([], ["/"], False),  # covers the interpreter
+    (["/"], [], False),
+    ([], ["/py/lib/site-packages"], False),  # writable inside it
+    (["/py/lib"], [], True),  # readable inside it: bound over it read-only, as ever
+])
+def test_isolated_refuses_a_bind_over_or_writable_in_the_interpreter(read, write, ok):
     warm = {**WARM, "level": "isolated"}
-    plan = _plan(level="isolated", mounts={"read": ["/py"], "write": ["/work"],
+    plan = _plan(level="isolated", mounts={"read": read, "write": write,
                                            "socket_dir": "/run/s"})
-    assert zygote_extras(warm, plan) is not None
-    plan["mounts"]["write"] = ["/"]
-    assert zygote_extras(warm, plan) is None
+    assert (zygote_extras(warm, plan) is not None) is ok
 
 
 PY38 = python38()
@@ -305,3 +320,98 @@ def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(launcher_c
         rc, out, err, pid = run(launcher, s)
         assert (rc, out) == (0, "ran\n"), err
         assert pid != entry
+
+
+@pytest.mark.parametrize("level", [p for p in LEVELS if p.id == "restricted"])
+def test_restricted_never_prestarts(level, tmp_path):
+    """In the host's view, start-up code a sandbox could write (a ``.pth`` file in a
+    virtual environment inside the working directory) would run before Landlock."""
+    with level() as launcher:
+        s = spec("pass", tmp_path)
+        for _ in range(3):
+            with launcher.launch(s) as child:
+                assert child.wait(30) == 0
+        assert launcher._zygote_seen is None
+        assert len(launcher._pool) and not any(e.prestarted for e in launcher._pool._entries)
+
+
+def test_an_interpreter_inside_a_writable_folder_is_never_prestarted(launcher_cls, tmp_path):
+    import venv
+
+    venv.create(tmp_path / "venv", symlinks=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    with launcher_cls() as launcher:
+        s = replace(spec("pass", tmp_path), argv=[python, "-c", "pass"])
+        with launcher.launch(s) as child:
+            assert child.wait(30) == 0, child.stderr.read()
+        assert launcher._zygote_seen is None
+        # nor after a plan that does not write there
+        safe = replace(s, cwd=str(tmp_path / "venv"), writable_paths=())
+        with launcher.launch(safe) as child:
+            assert child.wait(30) == 0, child.stderr.read()
+        assert launcher._zygote_seen is None
+
+
+def _shadowing(tmp_path, where: str) -> LaunchSpec:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    folder = tmp_path if where == "cwd" else lib
+    (folder / "json.py").write_text("MARK = 'mine'\n")
+    (lib / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_CUSTOM = 1\n")
+    code = ("import builtins, json; print(json.__dict__.get('MARK'), "
+            "getattr(builtins, 'SITE_CUSTOM', None), '<execengine ' + 'zygote>' in "
+            "open('/proc/self/cmdline').read())")
+    return spec(code, tmp_path, env={"PYTHONPATH": str(lib)}, readable_paths=(str(lib),))
+
+
+@pytest.mark.parametrize("where", ["cwd", "PYTHONPATH"])
+def test_what_a_start_would_import_from_the_plans_paths_gets_a_fresh_interpreter(
+        launcher_cls, tmp_path, where):
+    """sitecustomize on the plan's PYTHONPATH, or a module of the pre-started one's in the
+    working directory or on PYTHONPATH: run in an interpreter exec'd for the plan, which
+    imports them as a start would."""
+    s = _shadowing(tmp_path, where)
+    with launcher_cls() as cold:
+        rc, out, err, _ = run(cold, s)
+        assert rc == 0, err
+        assert out.split() == ["mine", "1", "False"]
+    with launcher_cls() as launcher:
+        entry = teach(launcher, s)
+        rc, out, err, pid = run(launcher, s)
+    assert (rc, pid) == (0, entry), err
+    assert out.split() == ["mine", "1", "False"]
+
+
+def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_path):
+    """A ``.pth`` entry (an editable install of the project) that was not there when the
+    interpreter started, but is with the plan's binds: a fresh interpreter adds it."""
+    import venv
+
+    venv.create(tmp_path / "venv", symlinks=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    src = tmp_path / "project" / "src"
+    (site / "__editable__mypkg.pth").write_text(f"{src}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    code = ("import mypkg, sys; print(mypkg.MARK, '<execengine ' + 'zygote>' in "
+            "open('/proc/self/cmdline').read())")
+    s = replace(spec(code, work), argv=[python, "-c", code])
+    with launcher_cls() as launcher:
+        entry = teach(launcher, s)  # the folder does not exist yet
+        (src / "mypkg").mkdir(parents=True)
+        (src / "mypkg" / "__init__.py").write_text("MARK = 'editable'\n")
+        rc, out, err, pid = run(launcher, replace(s, readable_paths=(str(src),)))
+    assert (rc, pid) == (0, entry), err
+    assert out.split() == ["editable", "False"]
+
+
+def test_the_cpu_time_limit_is_each_plans_own(launcher_cls, tmp_path):
+    code = ("import resource; print(resource.getrlimit(resource.RLIMIT_CPU), "
+            "'<execengine ' + 'zygote>' in open('/proc/self/cmdline').read())")
+    with launcher_cls() as launcher:
+        s = spec(code, tmp_path, limits=LaunchLimits(cpu_seconds=30))
+        entry = teach(launcher, s)
+        rc, out, err, pid = run(launcher, replace(s, limits=LaunchLimits(cpu_seconds=7)))
+    assert (rc, pid) == (0, entry), err
+    assert out.split() == ["(7,", "8)", "True"]

@@ -43,15 +43,15 @@ class Level(str):
 
 
 def level_params(*, prestarted: bool = False) -> list[Any]:
-    """Each level; with ``prestarted``, each sandboxed level a second time, through a
-    pre-started interpreter."""
+    """Each level; with ``prestarted``, ``isolated`` a second time, through a pre-started
+    interpreter (the only level that starts one)."""
     report = detect()
     out = []
     for lv in LEVELS:
         skip = pytest.mark.skipif(not report.levels.get(lv),
                                   reason=f"level {lv} unavailable: {report.reasons.get(lv)}")
         out.append(pytest.param(Level(lv), marks=skip, id=lv))
-        if prestarted and lv != "none":
+        if prestarted and lv == "isolated":
             pre = Level(lv)
             pre.prestarted = True
             out.append(pytest.param(pre, marks=skip, id=f"{lv}-prestarted"))
