@@ -141,9 +141,29 @@ def cpu_seconds() -> float:
 
 
 def _cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall time of ``fn``; CPU time until what it set off has settled (see
+    :func:`_settled`), so that work a launch starts ahead for the next one (a warm
+    sandbox entry, a pre-started interpreter) counts in its own sample, not the next."""
     c, w = cpu_seconds(), time.perf_counter()
     fn()
-    return time.perf_counter() - w, cpu_seconds() - c
+    wall = time.perf_counter() - w
+    return wall, _settled() - c
+
+
+def _settled(window: float = 0.01, idle: float = 0.0005, limit: float = 2.0) -> float:
+    """Wait until this process and its descendants use under ``idle`` seconds of CPU in
+    ``window`` (at most ``limit`` seconds); their CPU time then, less what this waiting
+    (reading every descendant's times) cost this thread."""
+    end = time.monotonic() + limit
+    own = time.thread_time()
+    last = cpu_seconds() - (time.thread_time() - own)
+    while time.monotonic() < end:
+        time.sleep(window)
+        now = cpu_seconds() - (time.thread_time() - own)
+        if now - last < idle:
+            return now
+        last = now
+    return last
 
 
 # -- suites ------------------------------------------------------------------------------------
