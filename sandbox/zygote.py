@@ -262,9 +262,11 @@ def main(params: dict[str, Any]) -> object:
                    {errfd} | ({ruleset} if ruleset is not None else set()))
         os.chdir(plan["cwd"])
         os.umask(0o022)
-        if ruleset is not None and ll is not None:
-            _landlock(list(extra.get("read", ())), list(extra.get("write", ())), ll, ruleset)
-            os.close(ruleset)
+        if ruleset is not None:
+            if plan.get("landlock") is not None and ll is not None:
+                _landlock(list(extra.get("read", ())), list(extra.get("write", ())), ll,
+                          ruleset)
+            os.close(ruleset)  # never the code's
         for res, soft, hard in extra.get("rlimits", ()):  # the CPU time's, as planned
             resource.setrlimit(res, (soft, hard))
         path = [os.path.abspath(p)
