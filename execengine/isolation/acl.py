@@ -119,12 +119,15 @@ def _others_can(st: os.stat_result, bits: int) -> bool:
 
 def grant_traverse(path: str, gid: int) -> list[str]:
     """Give ``gid`` search permission on every ancestor of ``path`` that others cannot
-    traverse. Returns the directories changed."""
+    traverse. Returns the directories changed. An ancestor that is a symbolic link has no
+    ACL of its own (what it points to needs the permission: pass the resolved path too)."""
     changed = []
     path = os.path.abspath(path)
     parts = path.split(os.sep)
     for i in range(2, len(parts)):
         d = os.sep.join(parts[:i]) or os.sep
+        if os.path.islink(d):
+            continue
         st = os.stat(d)
         if not stat.S_ISDIR(st.st_mode) or _others_can(st, stat.S_IXOTH):
             continue

@@ -104,11 +104,15 @@ class _Grants:
     def add(self, paths: list[tuple[str, bool]]) -> list[str]:
         taken: list[str] = []
         with self._lock:
-            for path, write in paths:
-                if not os.path.exists(path):
+            for named, write in paths:
+                if not os.path.exists(named):
                     continue
+                # a path through a symbolic link: the grant is on what it points to, and
+                # both ways there are traversed
+                path = os.path.realpath(named)
                 try:
-                    acl.grant_traverse(path, self.gid)
+                    for way in dict.fromkeys((named, path)):
+                        acl.grant_traverse(way, self.gid)
                     changed = acl.grant(path, self.gid, write=write)
                 except OSError as exc:
                     raise SandboxError(f"cannot grant the sandbox uid access to {path}: "
@@ -331,6 +335,9 @@ class SandboxLauncher(Launcher):
         self._zygote_seen: dict[str, Any] | None = None
         #: interpreters whose folders a plan made writable: never started ahead again
         self._zygote_refused: set[str] = set()
+        #: counts refusals: entries of an older generation are discarded, not used (one may
+        #: have started its interpreter while that plan's script wrote its folders)
+        self._zygote_generation = 0
         self._closed = False
 
     @classmethod
@@ -482,7 +489,10 @@ class SandboxLauncher(Launcher):
             raise
         return slot, group
 
-    def _make_warm(self, own_net: bool) -> WarmEntry:
+    def _make_warm(self, key: tuple[bool, int]) -> WarmEntry:
+        """A warm entry for ``key``: (a network namespace of its own, the generation of
+        what it may start ahead; see :meth:`_learn_zygote`)."""
+        own_net, generation = key
         limits = self._limits_seen
         slot, group = self._acquire(limits, "warm")
         wid = uuid.uuid4().hex
@@ -499,6 +509,7 @@ class SandboxLauncher(Launcher):
             # not where the run token finds an execution's processes (no slot uid, no
             # cgroup): a process forked from a pre-started interpreter lacks it
             if (self._zygote_seen is not None and self._own_net(limits) == own_net
+                    and generation == self._zygote_generation
                     and (slot is not None or group is not None)):
                 warm["zygote"] = {**self._zygote_seen, "uid": slot.uid if slot else None,
                                   "gid": slot.gid if slot else None}
@@ -506,7 +517,7 @@ class SandboxLauncher(Launcher):
         except BaseException:
             self._release(slot, group)
             raise
-        return WarmEntry(wid, own_net, (slot, group), pid, prestarted="zygote" in warm)
+        return WarmEntry(wid, key, (slot, group), pid, prestarted="zygote" in warm)
 
     def _learn_zygote(self, spec: LaunchSpec, plan: dict[str, Any], interp: list[str]
                       ) -> None:
@@ -518,7 +529,9 @@ class SandboxLauncher(Launcher):
         folders a plan could write: what it runs at start-up is then the sandbox's."""
         argv0 = os.path.realpath(spec.argv[0])
         if argv0 in self._zygote_refused or _overlaps(list(spec.writable_paths), interp):
-            self._zygote_refused.add(argv0)
+            if argv0 not in self._zygote_refused:
+                self._zygote_refused.add(argv0)
+                self._zygote_generation += 1
             self._zygote_seen = None
             return
         self._zygote_seen = _zygote_for(plan, interp)
@@ -579,9 +592,10 @@ class SandboxLauncher(Launcher):
         if not spec.argv or not os.path.isabs(spec.argv[0]):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
-        own_net = self._own_net(spec.limits)
+        # an entry made before what it starts ahead was last refused is never used
+        key = (self._own_net(spec.limits), self._zygote_generation)
         self._limits_seen = spec.limits
-        warm = self._pool.take(own_net)
+        warm = self._pool.take(key)
         if warm is None and self.level == "isolated":
             os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)  # a warm entry's is made
         slot: UidSlot | None = None
@@ -639,7 +653,7 @@ class SandboxLauncher(Launcher):
             raise
         for fd in (out_w, err_w, st_w):
             os.close(fd)
-        self._pool.refill(own_net)
+        self._pool.refill((key[0], self._zygote_generation))
         return SandboxChild(self, pid, open(out_r, "rb"), open(err_r, "rb"), st_r,
                             slot=slot, group=group, grants=grants, tmpdir=tmp,
                             run_token=spec.run_token)

@@ -267,3 +267,15 @@ def test_isolated_tmp_size_follows_each_launch_with_a_prebuilt_root(tmp_path):
                 assert child.wait(20) == 0, child.stderr.read()
                 assert child.stdout.read().decode().split() == [
                     f"[{mb},", f"{mb}]", "True", "True", "False"]
+
+
+def test_a_working_directory_reached_through_a_symbolic_link(launcher, tmp_path):
+    """Granted (and written) where the link points, through a linked ancestor too."""
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    for cwd in (tmp_path / "link", tmp_path / "link" / "sub"):
+        code = "open('made', 'w').write('x')"
+        with launcher.launch(spec(code, cwd)) as child:
+            assert child.wait(20) == 0, child.stderr.read()
+        assert (real / os.path.relpath(cwd, tmp_path / "link") / "made").read_text() == "x"

@@ -336,20 +336,27 @@ def test_restricted_never_prestarts(level, tmp_path):
 
 
 def test_an_interpreter_inside_a_writable_folder_is_never_prestarted(launcher_cls, tmp_path):
+    """Once a plan may write the interpreter's folders (a virtual environment inside the
+    working directory), no entry starts it ahead again, and none started before is used:
+    it may have started while that plan's script wrote there."""
     import venv
 
     venv.create(tmp_path / "venv", symlinks=True)
     python = str(tmp_path / "venv" / "bin" / "python")
+    code = "print('<execengine ' + 'zygote>' in open('/proc/self/cmdline').read())"
+    work = tmp_path / "work"
+    work.mkdir()
+    safe = replace(spec(code, work), argv=[python, "-c", code])
     with launcher_cls() as launcher:
-        s = replace(spec("pass", tmp_path), argv=[python, "-c", "pass"])
-        with launcher.launch(s) as child:
-            assert child.wait(30) == 0, child.stderr.read()
+        entry = teach(launcher, safe)
+        rc, out, err, pid = run(launcher, safe)
+        assert (rc, out, pid) == (0, "True\n", entry), err  # the control: it pre-starts
+        writes = replace(safe, cwd=str(tmp_path), writable_paths=(str(tmp_path),))
+        for s in (writes, safe, safe, safe):
+            rc, out, err, _ = run(launcher, s)
+            assert (rc, out) == (0, "False\n"), err
         assert launcher._zygote_seen is None
-        # nor after a plan that does not write there
-        safe = replace(s, cwd=str(tmp_path / "venv"), writable_paths=())
-        with launcher.launch(safe) as child:
-            assert child.wait(30) == 0, child.stderr.read()
-        assert launcher._zygote_seen is None
+        assert not any(e.prestarted for e in list(launcher._pool._entries))
 
 
 def _shadowing(tmp_path, where: str) -> LaunchSpec:
