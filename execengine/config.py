@@ -137,9 +137,10 @@ class CodeExecutionConfig(_Section):
     max_file_mb: int = option(1024, "largest file a script may write, MiB", min=1)
     tmp_mb: int = option(256, "size of the private /tmp at level isolated, MiB", min=1)
     warm_entries: int = option(
-        2, "sandboxes (restricted, isolated) entered ahead of the next launches, at "
-        "isolated each with the child's interpreter started once a script has run (about "
-        "10 MiB each); 0: enter every sandbox at launch", min=0)
+        2, "sandboxes (restricted, isolated) entered ahead of the next launches of each "
+        "kind (scripts, terminal commands), at isolated a script's with its interpreter "
+        "started once a script has run (about 10 MiB each); 0: enter every sandbox at "
+        "launch", min=0)
     workdir_as_owner: bool = option(
         False, "at level isolated as root, the script acts as the working directory's owner "
         "inside it (an id-mapped bind): it may change every file there that the owner may, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import operator
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -77,37 +78,41 @@ class WarmEntry:
 
 
 class WarmPool:
-    """Keeps up to ``size`` warm entries (thread-safe).
+    """Keeps up to ``size`` warm entries per key (thread-safe).
 
     ``make(key)`` prepares one (it runs on the background thread); ``discard(entry)`` kills
-    an unused one and frees its resources.
+    an unused one and frees its resources. ``stale(have, want)``: whether an entry made
+    for ``have`` is of no more use once ``want`` is asked for (default: any other key).
     """
 
     def __init__(self, make: Callable[[Any], WarmEntry], discard: Callable[[WarmEntry], None],
-                 background: Background, size: int = 1) -> None:
+                 background: Background, size: int = 1,
+                 stale: Callable[[Any, Any], bool] = operator.ne) -> None:
         self._make = make
         self._discard = discard
         self._bg = background
         self.size = size
+        self._stale = stale
         self._lock = threading.Lock()
         self._entries: list[WarmEntry] = []
-        self._pending = 0
+        self._pending: dict[Any, int] = {}
         self._closed = False
         #: consecutive failures to prepare; after a few the pool stops trying
         self._failures = 0
 
     def take(self, key: Any) -> WarmEntry | None:
-        """A warm entry for ``key``, or None (the caller starts a cold one). Entries for
-        another key are discarded: the next ones are made for the key last asked for."""
+        """A warm entry for ``key``, or None (the caller starts a cold one). Entries that
+        are stale for ``key`` are discarded: the next ones are made for the key last asked
+        for."""
         stale: list[WarmEntry] = []
         found = None
         with self._lock:
             keep = []
             for entry in self._entries:
-                if entry.key != key:
-                    stale.append(entry)
-                elif found is None:
+                if entry.key == key and found is None:
                     found = entry
+                elif entry.key != key and self._stale(entry.key, key):
+                    stale.append(entry)
                 else:
                     keep.append(entry)
             self._entries = keep
@@ -118,10 +123,11 @@ class WarmPool:
     def refill(self, key: Any) -> None:
         """Ask the background thread to top the pool up with entries for ``key``."""
         with self._lock:
-            want = self.size - len(self._entries) - self._pending
+            have = sum(1 for e in self._entries if e.key == key)
+            want = self.size - have - self._pending.get(key, 0)
             if self._closed or want <= 0 or self._failures >= 3:
                 return
-            self._pending += want
+            self._pending[key] = self._pending.get(key, 0) + want
         for _ in range(want):
             self._bg.submit(functools.partial(self._fill, key))
 
@@ -138,7 +144,7 @@ class WarmPool:
             return
         finally:
             with self._lock:
-                self._pending -= 1
+                self._pending[key] -= 1
         with self._lock:
             self._failures = 0
             if not self._closed:

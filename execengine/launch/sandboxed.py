@@ -326,7 +326,11 @@ class SandboxLauncher(Launcher):
         self._lasting: dict[str, list[str]] = {}  # interpreter path -> grants held
         self._quarantined: list[UidSlot] = []
         self._background = Background()
-        self._pool = WarmPool(self._make_warm, self._discard_warm, self._background, warm)
+        # an entry for the other kind of launch (a script's interpreter started ahead, or a
+        # program exec'd at launch) is kept for it; one for another network or an older
+        # generation is discarded
+        self._pool = WarmPool(self._make_warm, self._discard_warm, self._background, warm,
+                              stale=lambda have, want: have[:2] != want[:2])
         self._limits_seen = LaunchLimits()
         #: the interpreter paths of the last launch (its Landlock rules are added ahead)
         self._interp_seen: list[str] = []
@@ -489,10 +493,11 @@ class SandboxLauncher(Launcher):
             raise
         return slot, group
 
-    def _make_warm(self, key: tuple[bool, int]) -> WarmEntry:
+    def _make_warm(self, key: tuple[bool, int, bool]) -> WarmEntry:
         """A warm entry for ``key``: (a network namespace of its own, the generation of
-        what it may start ahead; see :meth:`_learn_zygote`)."""
-        own_net, generation = key
+        what it may start ahead (see :meth:`_learn_zygote`), for a script: whether it
+        starts the interpreter ahead)."""
+        own_net, generation, script = key
         limits = self._limits_seen
         slot, group = self._acquire(limits, "warm")
         wid = uuid.uuid4().hex
@@ -508,7 +513,7 @@ class SandboxLauncher(Launcher):
                 warm["landlock"] = self._fixed_rules(self._interp_seen, limits)
             # not where the run token finds an execution's processes (no slot uid, no
             # cgroup): a process forked from a pre-started interpreter lacks it
-            if (self._zygote_seen is not None and self._own_net(limits) == own_net
+            if (script and self._zygote_seen is not None and self._own_net(limits) == own_net
                     and generation == self._zygote_generation
                     and (slot is not None or group is not None)):
                 warm["zygote"] = {**self._zygote_seen, "uid": slot.uid if slot else None,
@@ -592,8 +597,11 @@ class SandboxLauncher(Launcher):
         if not spec.argv or not os.path.isabs(spec.argv[0]):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
-        # an entry made before what it starts ahead was last refused is never used
-        key = (self._own_net(spec.limits), self._zygote_generation)
+        # an entry made before what it starts ahead was last refused is never used; one
+        # that starts a script's interpreter ahead is kept for a script (a terminal
+        # command would leave that interpreter unused)
+        script = spec.prestart and self.level == "isolated"
+        key = (self._own_net(spec.limits), self._zygote_generation, script)
         self._limits_seen = spec.limits
         warm = self._pool.take(key)
         if warm is None and self.level == "isolated":
@@ -653,7 +661,7 @@ class SandboxLauncher(Launcher):
             raise
         for fd in (out_w, err_w, st_w):
             os.close(fd)
-        self._pool.refill((key[0], self._zygote_generation))
+        self._pool.refill((key[0], self._zygote_generation, script))
         return SandboxChild(self, pid, open(out_r, "rb"), open(err_r, "rb"), st_r,
                             slot=slot, group=group, grants=grants, tmpdir=tmp,
                             run_token=spec.run_token)

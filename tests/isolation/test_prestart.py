@@ -191,11 +191,12 @@ def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launch
     with launcher_cls() as launcher:
         s = spec("pass", tmp_path)
         entry = teach(launcher, s)
-        # a shell, as the terminal tool runs one (the interpreter's folders readable): exec'd
-        # by the pre-started entry with the plan's environment
+        # another program in a spec that may run pre-started (the terminal tool's are not,
+        # see below; here the interpreter's folders readable, as in its): exec'd by the
+        # pre-started entry with the plan's environment
         sh = replace(s, argv=[os.path.realpath("/bin/sh"), "-c",
                               'echo "$X"; tr "\\0" " " < /proc/$$/cmdline'],
-                     env={**s.env, "X": "from-plan"}, prestart=False,
+                     env={**s.env, "X": "from-plan"},
                      readable_paths=tuple(_interpreter_paths(sys.executable)))
         rc, out, err, pid = run(launcher, sh)
         assert (rc, pid) == (0, entry), err
@@ -422,3 +423,20 @@ def test_the_cpu_time_limit_is_each_plans_own(launcher_cls, tmp_path):
         rc, out, err, pid = run(launcher, replace(s, limits=LaunchLimits(cpu_seconds=7)))
     assert (rc, pid) == (0, entry), err
     assert out.split() == ["(7,", "8)", "True"]
+
+
+def test_a_terminal_command_leaves_the_prestarted_entry_for_the_next_script(launcher_cls,
+                                                                            tmp_path):
+    """A launch that may not run pre-started (a terminal command) gets an entry of its
+    own kind (or a cold one), so no interpreter started ahead goes unused."""
+    with launcher_cls() as launcher:
+        s = spec("print('script')", tmp_path)
+        entry = teach(launcher, s)
+        sh = replace(s, argv=[os.path.realpath("/bin/sh"), "-c", "echo command"],
+                     prestart=False, readable_paths=tuple(_interpreter_paths(sys.executable)))
+        for _ in range(3):
+            rc, out, err, pid = run(launcher, sh)
+            assert (rc, out) == (0, "command\n"), err
+            assert pid != entry
+        rc, out, err, pid = run(launcher, s)
+        assert (rc, out, pid) == (0, "script\n", entry), err

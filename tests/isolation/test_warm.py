@@ -53,6 +53,24 @@ def test_pool_refills_hands_out_and_discards_mismatches():
     pool.close()
 
 
+def test_pool_keeps_entries_of_keys_not_stale_for_the_one_asked_for():
+    fake, bg = _Fake(), Background()
+    # keys (generation, kind): another kind is kept for its launches, another generation
+    # is discarded
+    pool = WarmPool(fake.make, fake.discard, bg, size=1,
+                    stale=lambda have, want: have[0] != want[0])
+    pool.refill((0, "script"))
+    pool.refill((0, "exec"))
+    pool.refill((0, "exec"))  # topped up per key: one each
+    bg.close()
+    assert sorted(e.key for e in pool._entries) == [(0, "exec"), (0, "script")]
+    assert pool.take((0, "exec")).key == (0, "exec")
+    assert [e.key for e in pool._entries] == [(0, "script")] and not fake.discarded
+    assert pool.take((1, "exec")) is None  # a new generation: the old entry is stale
+    assert len(pool) == 0 and [e.key for e in fake.discarded] == [(0, "script")]
+    pool.close()
+
+
 def test_pool_close_discards_unused_and_stops_after_repeated_failures():
     fake, bg = _Fake(), Background()
     pool = WarmPool(fake.make, fake.discard, bg, size=1)
