@@ -425,14 +425,10 @@ def zygote_extras(warm: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any] 
     if m is not None:
         interp = [os.path.abspath(p) for p in z["interp"]]
         writes = {os.path.abspath(p) for p in m["write"]}
-
-        def under(a: str, b: str) -> bool:
-            return a.startswith(b.rstrip("/") + "/")
-
         for path in (*m["read"], *m["write"], m.get("socket_dir") or ""):
             path = os.path.abspath(path) if path else ""
-            if path and any(under(i, path) or (path in writes and (
-                    path == i or under(path, i))) for i in interp):
+            if path and any(mounts.beneath(i, path) or (path in writes and (
+                    path == i or mounts.beneath(path, i))) for i in interp):
                 return None
     return extra
 

@@ -284,22 +284,34 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
             os.close(status)  # never the workload's
         if handover is not None:
             handover.close()
-        binds: list[mounts.Bind] = req.get("binds") or []
-        count = sum(1 for b in binds if b["kind"] != "link")
-        mounted, passed = rest[:count], rest[count:]
+        binds, mounted, passed = _split_binds(req, rest)
         if plan["level"] == "isolated":
-            m = plan["mounts"]
-            if prepared is None or prepared[0] != m["new_root"]:
-                for fd in mounted:
-                    os.close(fd)
-                raise OSError(f"the entry's root is {prepared and prepared[0]}, not "
-                              f"{m['new_root']}")
-            mounts.attach(binds, mounted, cwd=plan["cwd"], tmp_mb=int(m["tmp_mb"]),
-                          prepared_tmp_mb=prepared[1])
+            _attach_binds(plan, binds, mounted, prepared, cwd=plan["cwd"])
         exec_workload(plan, (fds[0], fds[1]), passed, ruleset)
     except BaseException as exc:
         _report(errfd, exc)
     os._exit(127)
+
+
+def _split_binds(req: dict[str, Any], rest: list[int]
+                 ) -> tuple[list[mounts.Bind], list[int], list[int]]:
+    """The plan's binds, their detached mounts and the passed descriptors, from the
+    descriptors after stdout, stderr, error (and status)."""
+    binds: list[mounts.Bind] = req.get("binds") or []
+    count = sum(1 for b in binds if b["kind"] != "link")
+    return binds, rest[:count], rest[count:]
+
+
+def _attach_binds(plan: dict[str, Any], binds: list[mounts.Bind], mounted: list[int],
+                  prepared: tuple[str, int] | None, *, cwd: str | None) -> None:
+    """Attach the binds in the root entered ahead, ``prepared`` (new root, /tmp size),
+    if it is the plan's (else raise); their mounts' descriptors are closed either way."""
+    m = plan["mounts"]
+    if prepared is None or prepared[0] != m["new_root"]:
+        for fd in mounted:
+            os.close(fd)
+        raise OSError(f"the entry's root is {prepared and prepared[0]}, not {m['new_root']}")
+    mounts.attach(binds, mounted, cwd=cwd, tmp_mb=int(m["tmp_mb"]), prepared_tmp_mb=prepared[1])
 
 
 def _prepare_landlock(warm: dict[str, Any], root: str | None = None
@@ -456,17 +468,11 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
         return None  # discarded before use
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
-    stdio, errfd, status, rest = fds[:2], fds[2], fds[3], fds[4:]
-    binds: list[mounts.Bind] = req.get("binds") or []
-    count = sum(1 for b in binds if b["kind"] != "link")
-    mounted, passed = rest[:count], rest[count:]
-    try:
-        m = plan["mounts"]
-        if m["new_root"] != warm["new_root"]:
-            raise OSError(f"the entry's root is {warm['new_root']}, not {m['new_root']}")
-        mounts.attach(binds, mounted, cwd=None, tmp_mb=int(m["tmp_mb"]),
-                      prepared_tmp_mb=int(warm["tmp_mb"]))
-        mounted = []
+    stdio, errfd, status = fds[:2], fds[2], fds[3]
+    binds, mounted, passed = _split_binds(req, fds[4:])
+    try:  # the mounts' descriptors are closed there, whatever happens
+        _attach_binds(plan, binds, mounted, (str(warm["new_root"]), int(warm["tmp_mb"])),
+                      cwd=None)
     except BaseException as exc:
         _report(errfd, exc)
         taken = True  # an error of the plan's: reported, not retried
@@ -483,7 +489,7 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
         with contextlib.suppress(OSError):
             sock.send(b'{"received": true}')
     sock.close()
-    for fd in [*stdio, errfd, *mounted, *passed, *([] if taken else [status])]:
+    for fd in [*stdio, errfd, *passed, *([] if taken else [status])]:
         with contextlib.suppress(OSError):
             os.close(fd)
     return status if taken else None

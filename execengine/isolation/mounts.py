@@ -203,6 +203,11 @@ def _add(out: list[Bind], fds: list[int], cloned: tuple[Bind, int | None] | None
             fds.append(cloned[1])
 
 
+def beneath(path: str, folder: str) -> bool:
+    """Whether ``path`` lies inside ``folder`` (not the folder itself); both absolute."""
+    return path.startswith(folder.rstrip("/") + "/")
+
+
 def _bind(src: str, root: str) -> None:
     """A read-only bind of the host's ``src`` at ``root + src`` (a top-level symbolic link
     is recreated as one): the system directories of :func:`prepare_root`."""
@@ -246,7 +251,7 @@ def prepare_root(root: str, tmp_mb: int, interp: Iterable[str] = ()) -> None:
         _bind(path, root)
     system = {os.path.abspath(p) for p in SYSTEM_DIRS}
     for path in _ordered(interp):
-        if path not in system and not any(path.startswith(d + "/") for d in system):
+        if path not in system and not any(beneath(path, d) for d in system):
             _bind(path, root)
     os.makedirs(root + "/dev")
     mount("tmpfs", root + "/dev", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
@@ -278,12 +283,14 @@ def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,
            prepared_tmp_mb: int) -> None:
     """In the root :func:`enter_root` entered: resize ``/tmp`` and ``/dev/shm`` when the
     plan's size differs, mount the detached copies of :func:`clone_binds` at their paths
-    (closing them), make the root read-only, change to ``cwd`` (unless None)."""
-    if tmp_mb != prepared_tmp_mb:
-        for path in ("/tmp", "/dev/shm"):
-            mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
+    (closing them, whatever fails), make the root read-only, change to ``cwd`` (unless
+    None)."""
     left = list(fds)
     try:
+        if tmp_mb != prepared_tmp_mb:
+            for path in ("/tmp", "/dev/shm"):
+                mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV,
+                      _tmpfs_opts(tmp_mb))
         for bind in binds:
             path = bind["path"]
             if bind["kind"] == "link":

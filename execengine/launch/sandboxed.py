@@ -83,12 +83,10 @@ def _overlaps(paths: list[str], interp: list[str]) -> bool:
     """Whether one of ``paths`` contains, or lies inside, one of the interpreter's
     folders (a sandbox that may write there could change what an interpreter runs when
     it starts, before the plan's Landlock rules)."""
-    def inside(a: str, b: str) -> bool:
-        return a == b or a.startswith(b.rstrip("/") + "/")
-
     real = [os.path.realpath(p) for p in paths]
     folders = [os.path.realpath(p) for p in interp]
-    return any(inside(p, i) or inside(i, p) for p in real for i in folders)
+    return any(p == i or mounts.beneath(p, i) or mounts.beneath(i, p)
+               for p in real for i in folders)
 
 
 class _Grants:
