@@ -48,6 +48,7 @@ import ctypes
 import fcntl
 import gc
 import json
+import marshal
 import os
 import resource
 import signal
@@ -478,8 +479,8 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
         taken = True  # an error of the plan's: reported, not retried
     else:
         try:
-            socket.send_fds(zygote, [json.dumps({"plan": plan, "zygote": req.get("zygote")})
-                                     .encode()], [*stdio, errfd, *passed])
+            socket.send_fds(zygote, [marshal.dumps({"plan": plan, "zygote": req.get("zygote")},
+                                                   4)], [*stdio, errfd, *passed])
             taken = True
         except OSError:
             # the interpreter died starting or waiting: the plan is not taken (no
@@ -534,8 +535,9 @@ def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None
         params["ruleset"] = ruleset.fd
         params["landlock"] = {"read_access": landlock.READ, "write_access": ruleset.handled,
                               "file_rights": landlock.FILE_RIGHTS}
-    program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = main(json.loads("
-               f"{json.dumps(params)!r}))\n")
+    # marshal's version 4 (Python 3.4 and later) reads the same on every interpreter we run
+    program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = main(marshal.loads("
+               f"{marshal.dumps(params, 4)!r}))\n")
     # the standard streams the interpreter makes at start-up must be what the plan's will
     # be (its stdout and stderr are pipes: not seekable, not a terminal): a pipe nobody
     # reads until then (a write that would block fails), stdin /dev/null as the plan's
