@@ -253,3 +253,38 @@ def test_a_carrier_started_after_the_root_is_found_one_started_before_is_not():
         for p in (before, root):
             p.kill()
             p.wait()
+
+
+def test_a_mark_taken_before_the_fork_dates_the_root_without_reading_its_stat(monkeypatch):
+    """A launch takes a :class:`Mark` before forking the root: the set then never reads the
+    root's ``/proc`` stat (which waits while the root is in execve), and still tells a
+    carrier started before it from the root and one started after."""
+    token = secrets.token_hex(8)
+    env = {**BASE_ENV, RUN_TOKEN_VAR: token}
+    hold = [sys.executable, "-c", "import time; time.sleep(60)"]
+    before = subprocess.Popen(hold, env=env)
+    root = after = None
+    try:
+        started = proctree._stat(before.pid)
+        assert started is not None
+        # start times count clock ticks: the mark must fall in a later one than `before`
+        assert wait_until(lambda: proctree.Mark.now().ticks > started.start, 5)
+        mark = proctree.Mark.now()
+        root = subprocess.Popen(hold, env=env)
+        real_stat, read = proctree._stat, []
+        monkeypatch.setattr(proctree, "_stat", lambda pid: read.append(pid) or real_stat(pid))
+        members = ProcessSet.of_popen(root, RUN_TOKEN_VAR, token, mark)
+        assert read == []
+        monkeypatch.setattr(proctree, "_stat", real_stat)
+        me = real_stat(root.pid)
+        assert me is not None and mark.ticks <= me.start
+        after = subprocess.Popen(hold, env=env)
+        found = set(members.members())
+        assert before.pid in carriers(RUN_TOKEN_VAR, token)  # the control
+        assert root.pid in found and after.pid in found
+        assert before.pid not in found
+    finally:
+        for p in (before, root, after):
+            if p is not None:
+                p.kill()
+                p.wait()

@@ -21,17 +21,18 @@ import subprocess
 
 from execengine.errors import SandboxError
 from execengine.launch.base import Launcher, LaunchSpec, PopenChild
-from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
+from execengine.proctree import RUN_TOKEN_VAR, Mark, ProcessSet
 
 #: how long kill() waits for the main process to be reaped after SIGKILL
 REAP_SECONDS = 2.0
 
 
 class LocalChild(PopenChild):
-    def __init__(self, proc: subprocess.Popen[bytes], run_token: str) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], run_token: str,
+                 before: Mark | None = None) -> None:
         super().__init__(proc)
         self.run_token = run_token
-        self.processes = ProcessSet.of_popen(proc, RUN_TOKEN_VAR, run_token)
+        self.processes = ProcessSet.of_popen(proc, RUN_TOKEN_VAR, run_token, before)
         #: a confirmed sweep ran after the main process was reaped: nothing of the
         #: execution is left that a second sweep could find
         self._swept = False
@@ -61,6 +62,7 @@ class LocalLauncher(Launcher):
         if not spec.argv or not os.path.isabs(spec.argv[0]):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
+        before = Mark.now()
         try:
             proc = subprocess.Popen(
                 list(spec.argv),
@@ -75,4 +77,4 @@ class LocalLauncher(Launcher):
             )
         except OSError as exc:
             raise SandboxError(f"cannot start {spec.argv[0]}: {exc}") from exc
-        return LocalChild(proc, spec.run_token)
+        return LocalChild(proc, spec.run_token, before)

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from execengine.proctree import TERM_TOKEN_VAR, EndedBy, ProcessSet
+from execengine.proctree import TERM_TOKEN_VAR, EndedBy, Mark, ProcessSet
 
 #: how long stopping waits for the shell to be reaped after the kill
 REAP_SECONDS = 5.0
@@ -87,6 +87,7 @@ def spawn(
             closers.append(out_w)
             stdin = subprocess.DEVNULL
             stdout = out_w
+        before = Mark.now()
         try:
             popen = subprocess.Popen(
                 [bash, "--noprofile", "--norc", "-c", shell_script(command, pwd_w)],
@@ -108,7 +109,7 @@ def spawn(
             os.close(fd)
     os.set_blocking(out_fd, False)
     return Spawned(popen, out_fd, pwd_r, token, pty,
-                   ProcessSet.of_popen(popen, TERM_TOKEN_VAR, token))
+                   ProcessSet.of_popen(popen, TERM_TOKEN_VAR, token, before))
 
 
 def read_pwd(sp: Spawned) -> str | None:
