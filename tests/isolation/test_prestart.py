@@ -366,15 +366,27 @@ def _shadowing(tmp_path, where: str) -> LaunchSpec:
     lib = tmp_path / "lib"
     lib.mkdir()
     folder = tmp_path if where == "cwd" else lib
-    (folder / "json.py").write_text("MARK = 'mine'\n")
+    if where == "package":
+        (folder / "json").mkdir()
+        (folder / "json" / "__init__.py").write_text("MARK = 'mine'\n")
+    else:
+        (folder / "json.py").write_text("MARK = 'mine'\n")
     (lib / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_CUSTOM = 1\n")
+    if where == "zip":  # an archive on PYTHONPATH: not a folder to list
+        import zipfile
+
+        archive = tmp_path / "lib.zip"
+        with zipfile.ZipFile(archive, "w") as z:
+            for name in ("json.py", "sitecustomize.py"):
+                z.write(lib / name, name)
+        lib = archive
     code = ("import builtins, json; print(json.__dict__.get('MARK'), "
             "getattr(builtins, 'SITE_CUSTOM', None), '<execengine ' + 'zygote>' in "
             "open('/proc/self/cmdline').read())")
     return spec(code, tmp_path, env={"PYTHONPATH": str(lib)}, readable_paths=(str(lib),))
 
 
-@pytest.mark.parametrize("where", ["cwd", "PYTHONPATH"])
+@pytest.mark.parametrize("where", ["cwd", "PYTHONPATH", "package", "zip"])
 def test_what_a_start_would_import_from_the_plans_paths_gets_a_fresh_interpreter(
         launcher_cls, tmp_path, where):
     """sitecustomize on the plan's PYTHONPATH, or a module of the pre-started one's in the
