@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import stat
 from collections.abc import Sequence
 
 from execengine.config import Config
@@ -42,10 +43,42 @@ def check_workdir(cwd: str, policy: ExecutionPolicy) -> None:
     if real in SYSTEM_FOLDERS or any(is_beneath(real, t) for t in SYSTEM_TREES):
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it is a "
                            "system folder (the sandbox would be granted write access to it)")
-    for denied in policy.denied_paths:
-        if is_beneath(real, os.path.realpath(os.path.expanduser(denied))):
-            raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it lies "
-                               f"in a denied path ({denied})")
+    denied = _denied_in(real, policy.denied_paths)
+    if denied is not None:
+        raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it lies "
+                           f"in a denied path ({denied})")
+
+
+def _denied_in(real: str, denied_paths: Sequence[str]) -> str | None:
+    """The denied path that the (resolved) folder ``real`` is or lies in, or None: by
+    name, and by identity (device and inode) against each folder from ``real`` up, which
+    finds a denied path reached through symbolic links (or another mount of it) without
+    resolving every denied path on every execution (18 of them by default: 1-2 ms)."""
+    identities: dict[tuple[int, int], str] = {}
+    for denied in denied_paths:
+        path = os.path.abspath(os.path.expanduser(denied))
+        if is_beneath(real, path):
+            return denied
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # nothing exists there for a folder to lie in
+        if stat.S_ISDIR(st.st_mode):
+            identities.setdefault((st.st_dev, st.st_ino), denied)
+    folder = real
+    while identities:
+        try:
+            st = os.stat(folder)
+        except OSError:
+            pass
+        else:
+            if (st.st_dev, st.st_ino) in identities:
+                return identities[(st.st_dev, st.st_ino)]
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return None
 
 
 def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Sequence[str],

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -238,4 +239,45 @@ def test_cgroup_limits_and_kill_all():
         assert group.kill()
         assert [p.wait(5) for p in procs] == [-9, -9, -9]
         assert group.pids() == [] and group.kill()  # empty: confirmed at once
+    assert all(not os.path.exists(d) for d in group.dirs)
+
+
+@linux
+@pytest.mark.skipif(not detect().has("cgroups"), reason="no usable cgroups")
+def test_cgroup_close_waits_for_members_exiting_on_their_own_then_kills_the_rest():
+    """``close(grace)``: a member that ends within the grace ends on its own (no kill);
+    one that does not is killed when the grace is over. On cgroup v2 the wait is woken
+    by the kernel (``cgroup.events``), not by reading ``cgroup.procs`` in a loop."""
+    layout = cgroups.discover()
+    group = cgroups.ExecCgroup.create(layout, f"test-grace-{os.getpid()}", memory_mb=64,
+                                      max_processes=8)
+    quick = subprocess.Popen(["sleep", "0.3"])
+    try:
+        group.enter(quick.pid)
+        reads = []
+        real_pids = group.pids
+        group.pids = lambda: reads.append(1) or real_pids()  # type: ignore[method-assign]
+        started = time.monotonic()
+        group.close(grace=20)
+        assert time.monotonic() - started < 20
+        assert quick.wait(5) == 0  # it ended on its own
+        if layout.v2_parent is not None:
+            assert len(reads) <= 2, reads  # the kill()'s check, not a polling loop
+    finally:
+        quick.kill()
+        quick.wait()
+    assert all(not os.path.exists(d) for d in group.dirs)
+
+    group = cgroups.ExecCgroup.create(layout, f"test-grace2-{os.getpid()}", memory_mb=64,
+                                      max_processes=8)
+    slow = subprocess.Popen(["sleep", "30"])
+    try:
+        group.enter(slow.pid)
+        started = time.monotonic()
+        group.close(grace=0.3)
+        assert time.monotonic() - started >= 0.3
+        assert slow.wait(5) == -9
+    finally:
+        slow.kill()
+        slow.wait()
     assert all(not os.path.exists(d) for d in group.dirs)
