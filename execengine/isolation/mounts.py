@@ -178,14 +178,14 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
         for path in _ordered(ro | rw):
             if path in system and path not in rw:
                 continue  # bound read-only already
-            if any(d.startswith(path + "/") for d in system):
+            if any(beneath(d, path) for d in system):
                 # a parent of a system directory (say "/"): binding it would hide those
                 raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
                               f"directories")
             _add(out, fds, _clone(path, readonly=path not in rw, userns_fd=plan.userns_fd
                                   if path in rw else None))
         for path in _ordered(plan.protect):
-            if any(path.startswith(w + "/") for w in rw) and os.path.lexists(path) \
+            if any(beneath(path, w) for w in rw) and os.path.lexists(path) \
                     and not os.path.islink(path):
                 # as the writable bind above it shows it (id-mapped), but read-only
                 _add(out, fds, _clone(path, readonly=True, userns_fd=plan.userns_fd))

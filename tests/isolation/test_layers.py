@@ -281,3 +281,31 @@ def test_cgroup_close_waits_for_members_exiting_on_their_own_then_kills_the_rest
         slow.kill()
         slow.wait()
     assert all(not os.path.exists(d) for d in group.dirs)
+
+
+@pytest.mark.parametrize("read, write", [(("/",), ()), ((), ("/",)), (("/usr/..",), ())])
+def test_a_bind_of_the_root_itself_is_refused(read, write):
+    """A path that contains the system directories (``/`` above all) would hide them
+    behind the host's own: refused before any mount is made."""
+    from execengine.isolation import mounts
+
+    plan = mounts.MountPlan(new_root="/nonexistent", read_paths=read, write_paths=write,
+                            socket_dir=None, tmp_mb=16, cwd="/tmp")
+    with pytest.raises(OSError, match="contains system directories"):
+        mounts.clone_binds(plan)
+
+
+@linux
+@pytest.mark.skipif(not detect().levels.get("isolated"), reason="no level isolated here")
+def test_a_bind_of_an_ordinary_folder_is_made(tmp_path):
+    """The control for the refusal above: the same call with a folder of the host."""
+    from execengine.isolation import mounts
+
+    plan = mounts.MountPlan(new_root="/nonexistent", read_paths=(str(tmp_path),),
+                            write_paths=(), socket_dir=None, tmp_mb=16, cwd="/tmp")
+    binds, fds = mounts.clone_binds(plan)
+    try:
+        assert [b["path"] for b in binds] == [str(tmp_path)]
+    finally:
+        for fd in fds:
+            os.close(fd)
