@@ -72,8 +72,6 @@ MAIN_NAMES = ("__name__", "__doc__", "__package__", "__loader__", "__spec__",
               "__annotations__", "__builtins__")
 
 
-
-
 def _recv(sock: _socket.socket) -> tuple[bytes, list[int]]:
     size = _socket.CMSG_SPACE(MAX_FDS * 4)
     while True:
@@ -98,20 +96,15 @@ def _ctypes_calls() -> tuple[Any, Any, Any, Any]:
     try:
         import _ctypes
 
-        class c_long(_ctypes._SimpleCData):  # type: ignore[misc,name-defined]  # noqa: N801
-            _type_ = "l"
-
-        class _Syscall(_ctypes.CFuncPtr):  # type: ignore[misc,name-defined]
-            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-            _restype_ = c_long
-
-        class _Process:
-            _handle = _ctypes.dlopen(None, 0)
-
-        types = [type("u64", (_ctypes._SimpleCData,), {"_type_": "Q"}),  # type: ignore
-                 type("s32", (_ctypes._SimpleCData,), {"_type_": "i"})]  # type: ignore
-        syscall = _Syscall(("syscall", _Process()))
-        structure, byref, get_errno = _ctypes.Structure, _ctypes.byref, _ctypes.get_errno
+        c: Any = _ctypes  # ctypes's own internals, untyped
+        c_long = type("c_long", (c._SimpleCData,), {"_type_": "l"})
+        function = type("syscall", (c.CFuncPtr,), {
+            "_flags_": c.FUNCFLAG_CDECL | c.FUNCFLAG_USE_ERRNO, "_restype_": c_long})
+        process = type("process", (), {"_handle": c.dlopen(None, 0)})()
+        syscall: Any = function(("syscall", process))
+        types: list[Any] = [type("u64", (c._SimpleCData,), {"_type_": "Q"}),
+                            type("s32", (c._SimpleCData,), {"_type_": "i"})]
+        structure, byref, get_errno = c.Structure, c.byref, c.get_errno
     except (ImportError, AttributeError, TypeError, OSError):
         import ctypes
 
@@ -169,7 +162,7 @@ def _place_fds(stdio: list[int], passed: list[int], targets: list[int], keep: se
     wanted = {0, 1, 2}.union(targets).union(keep)
     for name in os.listdir("/proc/self/fd"):
         if int(name) not in wanted:
-            try:
+            try:  # noqa: SIM105 - contextlib would be an import every execution pays
                 os.close(int(name))
             except OSError:  # the listing's own, closed already
                 pass
@@ -283,7 +276,7 @@ def main(params: dict[str, Any]) -> object:
     msg, fds = _recv(sock)
     if not msg:
         os._exit(0)  # discarded before use
-    try:  # tells a started entry from one that died waiting
+    try:  # noqa: SIM105 - tells a started entry from one that died waiting
         sock.send(b'{"received": true}')
     except OSError:
         pass
@@ -318,7 +311,7 @@ def main(params: dict[str, Any]) -> object:
             os.execve(plan["argv"][0], plan["argv"], plan["env"])
         code = _become(plan, path)
     except BaseException as exc:
-        try:
+        try:  # noqa: SIM105
             os.write(errfd, f"{type(exc).__name__}: {exc}".encode()[:4000])
         except OSError:
             pass
