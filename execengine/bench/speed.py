@@ -150,19 +150,26 @@ def _cpu_and_wall(fn: Callable[[], Any]) -> tuple[float, float]:
     return wall, _settled() - c
 
 
-def _settled(window: float = 0.01, idle: float = 0.0005, limit: float = 2.0) -> float:
+def _settled(window: float = 0.01, idle: float = 0.0005, quiet: int = 3,
+             limit: float = 2.0) -> float:
     """Wait until this process and its descendants use under ``idle`` seconds of CPU in
-    ``window`` (at most ``limit`` seconds); their CPU time then, less what this waiting
-    (reading every descendant's times) cost this thread."""
+    each of ``quiet`` windows in a row of ``window`` seconds (at most ``limit`` seconds);
+    their CPU time then, less what this waiting (reading every descendant's times) cost
+    this thread. One quiet window was not enough: a warm entry sleeps for a cgroup
+    migration (an RCU grace period, up to 20 ms) before it starts the next interpreter,
+    and that start then landed in the next sample (isolated's CPU per sample spread from
+    15 to 136 ms around an 85 ms median)."""
     end = time.monotonic() + limit
     own = time.thread_time()
     last = cpu_seconds() - (time.thread_time() - own)
+    calm = 0
     while time.monotonic() < end:
         time.sleep(window)
         now = cpu_seconds() - (time.thread_time() - own)
-        if now - last < idle:
-            return now
+        calm = calm + 1 if now - last < idle else 0
         last = now
+        if calm >= quiet:
+            break
     return last
 
 
