@@ -117,11 +117,9 @@ def _ctypes_calls() -> tuple[Any, Any, Any, Any]:
     return syscall, path_beneath, byref, get_errno
 
 
-def _landlock(read: list[str], write: list[str], ll: dict[str, Any], ruleset: int,
-              calls: tuple[Any, Any, Any, Any]) -> None:
-    """The plan's own rules, added to the ruleset made ahead, then enforced (``calls``:
-    :func:`_ctypes_calls`)."""
-    syscall, path_beneath, byref, get_errno = calls
+def _landlock(read: list[str], write: list[str], ll: dict[str, Any], ruleset: int) -> None:
+    """The plan's own rules, added to the ruleset made ahead, then enforced."""
+    syscall, path_beneath, byref, get_errno = _ctypes_calls()
     for paths, access in ((read, ll["read_access"]), (write, ll["write_access"])):
         for path in paths:
             try:
@@ -274,8 +272,6 @@ def main(params: dict[str, Any]) -> object:
     ``read_access``, ``write_access``, ``file_rights`` (the rights on a path's rule, and
     those that apply to a file)."""
     state = _startup_state()
-    # made before the plan: 1 ms less between the plan and the code
-    calls = _ctypes_calls() if params.get("ruleset") is not None else None
     sock = _socket.socket(fileno=params["ctl"])
     msg, fds = _recv(sock)
     if not msg:
@@ -303,7 +299,7 @@ def main(params: dict[str, Any]) -> object:
         if ruleset is not None:
             if plan.get("landlock") is not None and ll is not None:
                 _landlock(list(extra.get("read", ())), list(extra.get("write", ())), ll,
-                          ruleset, calls or _ctypes_calls())
+                          ruleset)
             os.close(ruleset)  # never the code's
         for res, soft, hard in extra.get("rlimits", ()):  # the CPU time's, as planned
             import resource
