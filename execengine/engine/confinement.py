@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import stat
 from collections.abc import Sequence
 
 from execengine.config import Config
@@ -22,6 +21,7 @@ from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
 from execengine.errors import SandboxError
+from execengine.fileops.paths import PathGuard
 from execengine.rpc.channel import make_socket_dir
 
 #: folders a sandbox is never given as its working directory: the engine would grant the
@@ -34,51 +34,21 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/l
                 "/proc", "/sbin", "/sys", "/usr")
 
 
-def check_workdir(cwd: str, policy: ExecutionPolicy) -> None:
+def check_workdir(cwd: str, policy: ExecutionPolicy, guard: PathGuard | None = None) -> None:
     """Refuse a sandboxed execution's working directory that is a system folder or lies
-    in a denied path (a batch task's ``cwd`` or an API caller's may be anything)."""
+    in a denied path (a batch task's ``cwd`` or an API caller's may be anything).
+    ``guard``: the policy's denied paths as the file tools check them (built from
+    ``policy`` when not given)."""
     if policy.level in ("none", "ssh"):
         return  # the script runs with the caller's own uid (or remotely): nothing granted
     real = os.path.realpath(cwd)
     if real in SYSTEM_FOLDERS or any(is_beneath(real, t) for t in SYSTEM_TREES):
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it is a "
                            "system folder (the sandbox would be granted write access to it)")
-    denied = _denied_in(real, policy.denied_paths)
+    denied = (guard or PathGuard(policy.denied_paths)).reason(real)
     if denied is not None:
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it lies "
                            f"in a denied path ({denied})")
-
-
-def _denied_in(real: str, denied_paths: Sequence[str]) -> str | None:
-    """The denied path that the (resolved) folder ``real`` is or lies in, or None: by
-    name, and by identity (device and inode) against each folder from ``real`` up, which
-    finds a denied path reached through symbolic links (or another mount of it) without
-    resolving every denied path on every execution (18 of them by default: 1-2 ms)."""
-    identities: dict[tuple[int, int], str] = {}
-    for denied in denied_paths:
-        path = os.path.abspath(os.path.expanduser(denied))
-        if is_beneath(real, path):
-            return denied
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue  # nothing exists there for a folder to lie in
-        if stat.S_ISDIR(st.st_mode):
-            identities.setdefault((st.st_dev, st.st_ino), denied)
-    folder = real
-    while identities:
-        try:
-            st = os.stat(folder)
-        except OSError:
-            pass
-        else:
-            if (st.st_dev, st.st_ino) in identities:
-                return identities[(st.st_dev, st.st_ino)]
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return None
 
 
 def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Sequence[str],
@@ -88,7 +58,9 @@ def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Se
     Raises :class:`SandboxError` for a working directory no sandbox may be given."""
     policy = ExecutionPolicy.for_execution(config, cwd=cwd, level=level,
                                            extra_writable=tuple(extra_writable))
-    check_workdir(cwd, policy)
+    # the file tools' guard, resolved once a second for the same denied paths (each
+    # launch resolving all 18 of them was the largest item of the host's CPU per launch)
+    check_workdir(cwd, policy, PathGuard.from_config(config, policy))
     if policy.network != "allowlist":
         return policy
     proxy_dir = make_socket_dir()

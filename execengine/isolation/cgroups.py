@@ -228,10 +228,9 @@ class ExecCgroup:
         for POLLPRI); else ``cgroup.procs`` is read every 2 ms (a teardown took 10-20
         such reads, each an open and a read of a kernel file)."""
         events = -1
-        if self.kill_dir is not None or self._v2_limits:
-            with contextlib.suppress(OSError):
-                events = os.open(os.path.join(self.dirs[0], "cgroup.events"),
-                                 os.O_RDONLY | os.O_CLOEXEC)
+        with contextlib.suppress(OSError):  # v2 only (its directory comes first)
+            events = os.open(os.path.join(self.dirs[0], "cgroup.events"),
+                             os.O_RDONLY | os.O_CLOEXEC)
         if events < 0:
             while self.pids() and time.monotonic() < deadline:
                 time.sleep(0.002)
