@@ -8,8 +8,9 @@ read-only, rlimits, the uid drop, no-new-privileges, seccomp — and then ``exec
 child's interpreter with this program, under the environment every execution of its
 launcher shares (the per-execution variables, such as the RPC endpoint and ``PYTHONPATH``,
 left out). Until the plan comes it sees only the system's and the interpreter's folders,
-which no sandbox can write. It waits, unprivileged, for the plan; the namespace's init
-attaches the plan's binds and forwards it. Then it:
+which no sandbox can write. Started, it says so and waits, unprivileged, for the plan; the
+namespace's init attaches the plan's binds only then (what the start-up read, and what it
+would have read but did not find, are of the fixed root alone) and forwards it. Then it:
 
 1. places the execution's descriptors (stdin ``/dev/null``, stdout, stderr, the passed
    ones at their numbers) and closes every other one;
@@ -273,14 +274,16 @@ def main(params: dict[str, Any]) -> object:
     those that apply to a file)."""
     state = _startup_state()
     sock = _socket.socket(fileno=params["ctl"])
+    # the start-up is over: only now does the namespace's init attach the plan's binds
+    # (what site read, and ``state``, are of the fixed root alone)
+    try:
+        sock.send(b"ready")
+    except OSError:
+        os._exit(0)  # discarded before use
     msg, fds = _recv(sock)
     if not msg:
         os._exit(0)  # discarded before use
-    try:  # noqa: SIM105 - tells a started entry from one that died waiting
-        sock.send(b'{"received": true}')
-    except OSError:
-        pass
-    sock.close()
+    sock.close()  # init tells the spawner the plan was taken
     errfd = _dup_above(fds[2], 512)
     os.close(fds[2])
     try:

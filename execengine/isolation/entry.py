@@ -471,21 +471,27 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
     plan: dict[str, Any] = req["plan"]
     stdio, errfd, status = fds[:2], fds[2], fds[3]
     binds, mounted, passed = _split_binds(req, fds[4:])
-    try:  # the mounts' descriptors are closed there, whatever happens
-        _attach_binds(plan, binds, mounted, (str(warm["new_root"]), int(warm["tmp_mb"])),
-                      cwd=None)
-    except BaseException as exc:
-        _report(errfd, exc)
-        taken = True  # an error of the plan's: reported, not retried
+    # The binds wait for the interpreter's start-up to end (the spawner waits for it
+    # anyway: the error descriptor is open until the interpreter takes the plan): what it
+    # read (site's .pth entries, say) and what it noted as missing are the fixed root's,
+    # not, by timing, the plan's. An interpreter that died starting or waiting takes
+    # nothing (no "received", no error): the spawner gives the plan to a cold entry.
+    taken = False
+    if _received(zygote) != b"ready":
+        for fd in mounted:
+            os.close(fd)
     else:
-        try:
-            socket.send_fds(zygote, [marshal.dumps({"plan": plan, "zygote": req.get("zygote")},
-                                                   4)], [*stdio, errfd, *passed])
-            taken = True
-        except OSError:
-            # the interpreter died starting or waiting: the plan is not taken (no
-            # "received", no error), so the spawner gives it to a cold entry
-            taken = False
+        try:  # the mounts' descriptors are closed there, whatever happens
+            _attach_binds(plan, binds, mounted,
+                          (str(warm["new_root"]), int(warm["tmp_mb"])), cwd=None)
+        except BaseException as exc:
+            _report(errfd, exc)
+            taken = True  # an error of the plan's: reported, not retried
+        else:
+            with contextlib.suppress(OSError):
+                socket.send_fds(zygote, [marshal.dumps(
+                    {"plan": plan, "zygote": req.get("zygote")}, 4)], [*stdio, errfd, *passed])
+                taken = True
     if taken:  # before our copy of the error descriptor closes (see _spawnserver._use)
         with contextlib.suppress(OSError):
             sock.send(b'{"received": true}')

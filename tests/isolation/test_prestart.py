@@ -404,13 +404,15 @@ def test_what_a_start_would_import_from_the_plans_paths_gets_a_fresh_interpreter
     assert out.split() == ["mine", "1", "False"]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known race, open (2026-12-02): in 1 of 6-8 runs the fresh interpreter the entry execs "
-    "for the plan (correctly: the folder appeared) starts without the .pth folder on "
-    "sys.path although it exists by the time the script runs; reproduced at adaf3e4 too"))
-def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_path):
+@pytest.mark.parametrize("slow_start", [False, True], ids=["start", "slow-start"])
+def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_path,
+                                                              slow_start):
     """A ``.pth`` entry (an editable install of the project) that was not there when the
-    interpreter started, but is with the plan's binds: a fresh interpreter adds it."""
+    interpreter started, but is with the plan's binds: a fresh interpreter adds it.
+
+    ``slow-start``: the plan comes while the interpreter is still in ``site`` (a ``.pth``
+    line before the editable one sleeps); its binds wait for the start-up to end, else the
+    folder is on the pre-started interpreter's sys.path or not by timing."""
     import venv
 
     venv.create(tmp_path / "venv", symlinks=True)
@@ -418,12 +420,17 @@ def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_
     site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
     src = tmp_path / "project" / "src"
     (site / "__editable__mypkg.pth").write_text(f"{src}\n")
+    if slow_start:  # read first ("0" sorts before "_"), by the pre-started interpreter only
+        (site / "0slow.pth").write_text(
+            "import time; '_execengine_startup' in open('/proc/self/cmdline').read() "
+            "and time.sleep(1)\n")
     work = tmp_path / "work"
     work.mkdir()
     code = ("import mypkg, sys; print(mypkg.MARK, '<execengine ' + 'zygote>' in "
             "open('/proc/self/cmdline').read())")
     s = replace(spec(code, work), argv=[python, "-c", code])
-    with launcher_cls() as launcher:
+    # one entry: the one the next launch takes was started just now
+    with launcher_cls(warm=1) as launcher:
         entry = teach(launcher, s)  # the folder does not exist yet
         (src / "mypkg").mkdir(parents=True)
         (src / "mypkg" / "__init__.py").write_text("MARK = 'editable'\n")
