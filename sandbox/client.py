@@ -48,8 +48,12 @@ ENV_EXEC_ID = "EXECENGINE_EXEC_ID"
 #: seconds without a reader after which the background thread reads (heartbeats)
 IDLE_READ = 0.02
 #: seconds a caller polls for its reply before it sleeps in ``recv`` (see
-#: :meth:`RpcClient._lead`), and the most calls that skip the poll after one that missed
-SPIN = 0.0001
+#: :meth:`RpcClient._lead`), and the most calls that skip the poll after one that missed.
+#: A reply polled for ends the poll at once, so the bound matters only in a slow phase of
+#: a virtual machine, where a no-op call's reply takes 150-300 µs: a client asleep by then
+#: has the host's send wake it, which costs the host about as much again (no-op round trip
+#: here, in one run: 267 µs median polling 100 µs, 156-172 µs polling 300-700 µs)
+SPIN = 0.0005
 SPIN_BACKOFF = 16
 #: the threads of a script that runs none of its own: the caller and the background reader
 #: (a caller polls only then; see :meth:`RpcClient._lead`)

@@ -97,18 +97,21 @@ class Connection:
 
     # -- loop thread -------------------------------------------------------------------
 
-    def recv(self) -> bytes | None:
-        """What the socket has (b"" at EOF or once closed); None when nothing is ready.
-        Under the lock, so a close from another thread never races a read."""
+    def recv_into(self, buf: memoryview) -> int | None:
+        """Read what the socket has into ``buf`` (the loop's, reused for every read: a
+        fresh 256 KiB ``bytes`` per read can be a mapping made and unmapped each time,
+        by the allocator's state: 20 µs per read in a fresh process here); the count, 0 at
+        EOF or once closed, None when nothing is ready. Under the lock, so a close from
+        another thread never races a read."""
         with self._lock:
             if self.closed:
-                return b""
+                return 0
             try:
-                return self.sock.recv(READ_CHUNK)
+                return self.sock.recv_into(buf)
             except (BlockingIOError, InterruptedError):
                 return None
             except OSError:
-                return b""
+                return 0
 
     def flush(self) -> None:
         """Write what is queued (the socket is writable)."""

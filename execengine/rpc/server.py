@@ -77,7 +77,7 @@ from collections.abc import Callable, Iterable
 from execengine.errors import TransportError
 from execengine.rpc import protocol, zmtp
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
-from execengine.rpc.connection import Connection
+from execengine.rpc.connection import READ_CHUNK, Connection
 from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,8 @@ class RpcServer:
         self._paused: list[_Listener] = []
         #: connections with decoded-but-unhandled input (over a turn's MESSAGE_BATCH)
         self._unfinished: dict[Connection, None] = {}
+        #: what the loop reads every connection into (the decoders copy it out)
+        self._scratch = memoryview(bytearray(READ_CHUNK))
         #: (channel, uids) from :meth:`expect_peer`, applied by the loop
         self._commands: deque[tuple[Channel, frozenset[int]]] = deque()
         self._wake_r, self._wake_w = -1, -1
@@ -615,13 +617,13 @@ class RpcServer:
                 if mask & _HUP:
                     self._drop(conn)
                 return
-            data = conn.recv()
-            if data is None:
+            got = conn.recv_into(self._scratch)
+            if got is None:
                 return
-            if not data:
+            if not got:
                 self._drop(conn)
                 return
-            conn.decoder.feed(data)
+            conn.decoder.feed(self._scratch[:got])
         messages = conn.decoder.messages()
         try:
             for n, msg in enumerate(messages, 1):

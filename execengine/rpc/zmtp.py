@@ -95,7 +95,7 @@ class Decoder:
     def handshaken(self) -> bool:
         return self._ready
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         self._buf += data
 
     def buffered(self) -> int:
