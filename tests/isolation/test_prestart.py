@@ -325,6 +325,31 @@ def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(launcher_c
         assert pid != entry
 
 
+def test_an_interpreter_that_dies_starting_after_the_plan_came_leaves_it_to_a_cold_entry(
+        launcher_cls, tmp_path):
+    """The plan comes while the pre-started interpreter is still in ``site``, which then
+    ends it: the plan was not taken (its binds wait for the start-up to end), so a cold
+    entry runs it."""
+    import venv
+
+    venv.create(tmp_path / "venv", symlinks=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    (site / "0dies.pth").write_text(
+        "import os, time; '_execengine_startup' in open('/proc/self/cmdline').read() "
+        "and (time.sleep(0.5), os._exit(3))\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    code = "print('ran', '<execengine ' + 'zygote>' in open('/proc/self/cmdline').read())"
+    s = replace(spec(code, work), argv=[python, "-c", code])
+    # one entry: the one the next launch takes was started just now, and is in its sleep
+    with launcher_cls(warm=1) as launcher:
+        entry = teach(launcher, s)
+        rc, out, err, pid = run(launcher, s)
+    assert (rc, out) == (0, "ran False\n"), err
+    assert pid != entry
+
+
 @pytest.mark.parametrize("level", [p for p in LEVELS if p.id == "restricted"])
 def test_restricted_never_prestarts(level, tmp_path):
     """In the host's view, start-up code a sandbox could write (a ``.pth`` file in a
