@@ -642,6 +642,23 @@ def memory(config: Config, *, quick: bool) -> list[Figure]:
                    Spread.of([start]), "MiB", "after 50 warm-up runs")]
 
 
+#: the fields of ``psutil.cpu_times()`` that add up to the machine's time (guest time is
+#: counted in user time already)
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_during(before: Any, after: Any) -> dict[str, float]:
+    """What share of the machine's CPU time (every CPU's, between two ``psutil.cpu_times()``)
+    went where: ``busy`` (user, system, interrupts), ``idle`` (with I/O wait) and ``stolen``
+    (the hypervisor ran something else on our virtual CPUs: figures from such a run are
+    slower than the machine is). Fields a platform lacks count as zero."""
+    spent = {f: max(0.0, getattr(after, f, 0.0) - getattr(before, f, 0.0)) for f in _CPU_FIELDS}
+    total = sum(spent.values()) or 1.0
+    idle = spent["idle"] + spent["iowait"]
+    return {"busy": (total - idle - spent["steal"]) / total, "idle": idle / total,
+            "stolen": spent["steal"] / total}
+
+
 def run_all(*, quick: bool, config_path: str | None = None, suites: list[str] | None = None,
             json_path: str | None = None, emit: Callable[[str], None] = print) -> int:
     """Everything ``execengine bench speed`` runs; returns an exit status."""
@@ -663,14 +680,19 @@ def run_all(*, quick: bool, config_path: str | None = None, suites: list[str] | 
         "memory": lambda: memory(config, quick=quick),
     }
     report: dict[str, list[dict[str, Any]]] = {}
+    cpu_before = psutil.cpu_times()
     for name in chosen:
         emit(f"== {name}")
         figures = runners[name]()
         report[name] = [f.to_dict() for f in figures]
         for fig in figures:
             emit(fig.line())
-    emit(f"total {time.perf_counter() - started:.1f}s")
+    machine = machine_during(cpu_before, psutil.cpu_times())
+    emit(f"total {time.perf_counter() - started:.1f}s; the machine's CPU time meanwhile: "
+         f"busy {machine['busy']:.0%}, idle {machine['idle']:.0%}, stolen by the hypervisor "
+         f"{machine['stolen']:.0%}")
     if json_path:
         Path(json_path).write_text(json.dumps({"python": sys.version.split()[0],
-                                               "levels": levels, "suites": report}, indent=1))
+                                               "levels": levels, "machine": machine,
+                                               "suites": report}, indent=1))
     return 0

@@ -42,3 +42,27 @@ def test_p99_is_printed_when_asked():
     assert "p99" not in Figure("x", value, base, "us", "base").line()
     line = Figure("x", value, base, "us", "base", show_p99=True).line()
     assert "(min 1.00, p90 90.00, p99 99.00)  vs base 1.50 (min 1.00, p90 2.00, p99 2.00)" in line
+
+
+def test_the_machine_line_tells_stolen_time_from_idle_and_busy():
+    from collections import namedtuple
+
+    from execengine.bench.speed import machine_during
+
+    times = namedtuple("times", "user nice system idle iowait irq softirq steal guest")
+    before = times(100.0, 0.0, 50.0, 1000.0, 5.0, 0.0, 1.0, 20.0, 7.0)
+    # 10 s of 2 CPUs: 6 busy (4 user, 1 system, 1 softirq), 10 idle (9 + 1 I/O wait),
+    # 4 stolen; guest time (already in user) does not count twice
+    after = times(104.0, 0.0, 51.0, 1009.0, 6.0, 0.0, 2.0, 24.0, 9.0)
+    assert machine_during(before, after) == pytest.approx(
+        {"busy": 0.3, "idle": 0.5, "stolen": 0.2})
+
+
+def test_the_machine_line_without_a_steal_field():
+    from collections import namedtuple
+
+    from execengine.bench.speed import machine_during
+
+    times = namedtuple("times", "user system idle")  # psutil's on macOS, say
+    got = machine_during(times(1.0, 1.0, 1.0), times(2.0, 1.0, 4.0))
+    assert got == pytest.approx({"busy": 0.25, "idle": 0.75, "stolen": 0.0})
