@@ -325,19 +325,28 @@ def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(launcher_c
         assert pid != entry
 
 
+def _venv(tmp_path: Path) -> tuple[str, Path]:
+    """A virtual environment of this interpreter under ``tmp_path``: its ``python`` and its
+    site-packages folder."""
+    import venv
+
+    venv.create(tmp_path / "venv", symlinks=True)
+    return (str(tmp_path / "venv" / "bin" / "python"),
+            next((tmp_path / "venv" / "lib").glob("python*/site-packages")))
+
+
+#: a ``.pth`` line's condition that holds in the pre-started interpreter only (its loader)
+IN_PRESTARTED = "'_execengine_startup' in open('/proc/self/cmdline').read()"
+
+
 def test_an_interpreter_that_dies_starting_after_the_plan_came_leaves_it_to_a_cold_entry(
         launcher_cls, tmp_path):
     """The plan comes while the pre-started interpreter is still in ``site``, which then
     ends it: the plan was not taken (its binds wait for the start-up to end), so a cold
     entry runs it."""
-    import venv
-
-    venv.create(tmp_path / "venv", symlinks=True)
-    python = str(tmp_path / "venv" / "bin" / "python")
-    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    python, site = _venv(tmp_path)
     (site / "0dies.pth").write_text(
-        "import os, time; '_execengine_startup' in open('/proc/self/cmdline').read() "
-        "and (time.sleep(0.5), os._exit(3))\n")
+        f"import os, time; {IN_PRESTARTED} and (time.sleep(0.5), os._exit(3))\n")
     work = tmp_path / "work"
     work.mkdir()
     code = "print('ran', '<execengine ' + 'zygote>' in open('/proc/self/cmdline').read())"
@@ -367,10 +376,7 @@ def test_an_interpreter_inside_a_writable_folder_is_never_prestarted(launcher_cl
     """Once a plan may write the interpreter's folders (a virtual environment inside the
     working directory), no entry starts it ahead again, and none started before is used:
     it may have started while that plan's script wrote there."""
-    import venv
-
-    venv.create(tmp_path / "venv", symlinks=True)
-    python = str(tmp_path / "venv" / "bin" / "python")
+    python, _ = _venv(tmp_path)
     code = "print('<execengine ' + 'zygote>' in open('/proc/self/cmdline').read())"
     work = tmp_path / "work"
     work.mkdir()
@@ -438,17 +444,11 @@ def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_
     ``slow-start``: the plan comes while the interpreter is still in ``site`` (a ``.pth``
     line before the editable one sleeps); its binds wait for the start-up to end, else the
     folder is on the pre-started interpreter's sys.path or not by timing."""
-    import venv
-
-    venv.create(tmp_path / "venv", symlinks=True)
-    python = str(tmp_path / "venv" / "bin" / "python")
-    site = next((tmp_path / "venv" / "lib").glob("python*/site-packages"))
+    python, site = _venv(tmp_path)
     src = tmp_path / "project" / "src"
     (site / "__editable__mypkg.pth").write_text(f"{src}\n")
     if slow_start:  # read first ("0" sorts before "_"), by the pre-started interpreter only
-        (site / "0slow.pth").write_text(
-            "import time; '_execengine_startup' in open('/proc/self/cmdline').read() "
-            "and time.sleep(1)\n")
+        (site / "0slow.pth").write_text(f"import time; {IN_PRESTARTED} and time.sleep(1)\n")
     work = tmp_path / "work"
     work.mkdir()
     code = ("import mypkg, sys; print(mypkg.MARK, '<execengine ' + 'zygote>' in "
