@@ -228,6 +228,8 @@ class Engine:
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets),
                            groups=tool_groups(self.registry, names))
         call = context or CallContext()
+        if interrupt is None:
+            interrupt = call.interrupt  # the context's: "execute_code stops its script"
         task_id = task_id if task_id is not None else call.task_id
         cwd = cwd or call.cwd
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
@@ -235,6 +237,10 @@ class Engine:
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
         with contextlib.ExitStack() as stack:
+            # set when the execution ends, however: a tool call still running for it (a
+            # terminal command a script left behind) is stopped, not left to its own timeout
+            ended = threading.Event()
+            stack.callback(ended.set)
             staging = stack.enter_context(Staging(code))
             stub_dir = stack.enter_context(self.runtime.stub_dir(stub))
             workdir = self.workdir_for(mode, cwd, task_id, staging.path)
@@ -248,7 +254,7 @@ class Engine:
             call = call.replace(
                 task_id=task_id,
                 cwd=os.path.abspath(cwd) if cwd else (workdir if policy.confined else None),
-                policy=policy,
+                policy=policy, interrupt=ended,
                 sandbox_launcher=(self.launcher if self.launcher.level not in ("none", "ssh")
                                   else None))
             handler = script_call_handler(self.registry, call)

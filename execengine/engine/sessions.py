@@ -224,6 +224,8 @@ class SessionManager:
         limit = float(timeout if timeout is not None else ce.timeout)
         names = engine.allowed_tools(enabled_toolsets, tools)
         call = context or CallContext()
+        if interrupt is None:
+            interrupt = call.interrupt
         task_id = task_id if task_id is not None else call.task_id
         cwd = cwd or call.cwd
         call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
@@ -259,9 +261,11 @@ class SessionManager:
                     return ExecutionResult("error", error=kernel, notice=notice,
                                            duration_seconds=time.monotonic() - started)
                 # the cell's tool calls: as a one-shot script's (see Engine.execute)
+                # set when the cell ends: its tool calls still running are stopped
+                cell_ended = threading.Event()
                 cell_call = call.replace(
                     cwd=call.cwd or (kernel.workdir if kernel.policy.confined else None),
-                    policy=kernel.policy,
+                    policy=kernel.policy, interrupt=cell_ended,
                     sandbox_launcher=engine.launcher if engine.launcher.level != "none"
                     else None)
                 handler = script_call_handler(engine.registry, cell_call)
@@ -275,6 +279,7 @@ class SessionManager:
                                                  interrupt=interrupt)
                 finally:
                     kernel.channel.close_cell()
+                    cell_ended.set()
                 kernel.cells += 1
                 calls = kernel.channel.tool_calls_made
                 lost = kernel.process.closed_streams

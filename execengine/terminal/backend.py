@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import abc
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 #: exit code reported for a command killed at its timeout (as coreutils ``timeout`` does)
 TIMEOUT_EXIT_CODE = 124
+#: a command stopped because its caller was interrupted (its execution ended, say)
+INTERRUPTED_EXIT_CODE = 130
+INTERRUPTED_TEXT = "Command interrupted (its caller stopped) and was killed."
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,10 @@ class TerminalBackend(abc.ABC):
         timeout: float,
         max_output_chars: int,
         pty: bool = False,
+        cancel: threading.Event | None = None,
     ) -> CommandResult:
-        """Run ``command`` in ``cwd`` until it ends or ``timeout`` seconds pass."""
+        """Run ``command`` in ``cwd`` until it ends, ``timeout`` seconds pass or ``cancel``
+        is set (then it is stopped as on a timeout, and the result says interrupted)."""
 
     @abc.abstractmethod
     def start(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -28,7 +29,8 @@ class FakeBackend(TerminalBackend):
         self.closed = False
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout: float,
-            max_output_chars: int, pty: bool = False) -> CommandResult:
+            max_output_chars: int, pty: bool = False,
+            cancel: threading.Event | None = None) -> CommandResult:
         self.calls.append(("run", command))
         return self.responder(command, cwd)
 

@@ -14,6 +14,8 @@ from execengine.errors import TerminalError
 from execengine.terminal import procs
 from execengine.terminal._pump import drain, pump
 from execengine.terminal.backend import (
+    INTERRUPTED_EXIT_CODE,
+    INTERRUPTED_TEXT,
     TIMEOUT_EXIT_CODE,
     CommandResult,
     ProcessInfo,
@@ -97,13 +99,14 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
     # -- foreground -------------------------------------------------------------------
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout: float,
-            max_output_chars: int, pty: bool = False) -> CommandResult:
+            max_output_chars: int, pty: bool = False,
+            cancel: threading.Event | None = None) -> CommandResult:
         out = HeadTail(max_output_chars)
         t0 = time.monotonic()
         sp = self._spawn(command, cwd, env, pty)
         try:
-            outcome, reader = pump(sp, out.feed, deadline=t0 + timeout)
-            if outcome == "timeout":
+            outcome, reader = pump(sp, out.feed, deadline=t0 + timeout, cancel=cancel)
+            if outcome in ("timeout", "cancelled"):
                 procs.stop(sp, grace=self.kill_grace)
             else:
                 procs.kill_rest(sp)
@@ -118,11 +121,17 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
         text = out.text()
         if timed_out:
             text += f"\n[Command timed out after {timeout:g}s and was killed.]"
+            code = TIMEOUT_EXIT_CODE
+        elif outcome == "cancelled":
+            text += f"\n[{INTERRUPTED_TEXT}]"
+            code = INTERRUPTED_EXIT_CODE
+        else:
+            code = exit_code_of(sp.popen.returncode)
         return CommandResult(
             output=text,
-            exit_code=TIMEOUT_EXIT_CODE if timed_out else exit_code_of(sp.popen.returncode),
+            exit_code=code,
             duration=duration,
-            cwd=None if timed_out else new_cwd,
+            cwd=new_cwd if outcome == "exited" else None,
             timed_out=timed_out,
             truncated=out.truncated,
             total_chars=out.total,

@@ -8,6 +8,7 @@ kills every background process. The working directory lives in the shared
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -74,12 +75,16 @@ class TerminalService:
         return path
 
     def run(self, task: str, command: str, *, timeout: float | None = None,
-            workdir: str | None = None, pty: bool = False) -> CommandResult:
+            workdir: str | None = None, pty: bool = False,
+            interrupt: threading.Event | None = None) -> CommandResult:
+        """Run ``command`` in the task's directory (``workdir`` relative to it); stopped at
+        ``timeout`` or once ``interrupt`` is set."""
         cfg = self.registry.config.terminal
         cwd = self.resolve_dir(task, workdir)
         result = self.backend.run(command, cwd=cwd, env=self.env(),
                                   timeout=timeout or cfg.timeout,
-                                  max_output_chars=cfg.max_output_chars, pty=pty)
+                                  max_output_chars=cfg.max_output_chars, pty=pty,
+                                  cancel=interrupt)
         if result.cwd and result.cwd != cwd and self.backend.is_dir(result.cwd):
             self.dirs.set(task, result.cwd)
         return result

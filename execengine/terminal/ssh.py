@@ -28,6 +28,8 @@ from execengine.proctree import ProcessSet
 from execengine.remote.host import RemoteHost
 from execengine.remote.launcher import encode_header, remote_env
 from execengine.terminal.backend import (
+    INTERRUPTED_EXIT_CODE,
+    INTERRUPTED_TEXT,
     TIMEOUT_EXIT_CODE,
     CommandResult,
     ProcessInfo,
@@ -223,12 +225,14 @@ class SshBackend(BackgroundTable[_Background], TerminalBackend):
             raise TerminalError(str(exc)) from exc
 
     def run(self, command: str, *, cwd: str, env: Mapping[str, str], timeout: float,
-            max_output_chars: int, pty: bool = False) -> CommandResult:
+            max_output_chars: int, pty: bool = False,
+            cancel: threading.Event | None = None) -> CommandResult:
         out = HeadTail(max_output_chars)
         t0 = time.monotonic()
         ch = self._open(command, cwd, env, pty)
         try:
-            ended = ch.pump(out.feed, deadline=t0 + timeout)
+            ended = ch.pump(out.feed, deadline=t0 + timeout, cancel=cancel)
+            cancelled = not ended and cancel is not None and cancel.is_set()
             if not ended:
                 ch.terminate()
                 ch.pump(out.feed, deadline=time.monotonic() + self.kill_grace + 5)
@@ -238,17 +242,20 @@ class SshBackend(BackgroundTable[_Background], TerminalBackend):
         if "error" in ch.status:  # nothing ran (a working directory that does not exist)
             raise TerminalError(str(ch.status["error"]))
         text = out.text()
-        if not ended:
+        if cancelled:
+            text += f"\n[{INTERRUPTED_TEXT}]"
+        elif not ended:
             text += f"\n[Command timed out after {timeout:g}s and was killed.]"
         elif "exit" not in ch.status:
             text += f"\n[{ch.problem()}]"
         cwd_after = ch.status.get("cwd")
         return CommandResult(
             output=text,
-            exit_code=TIMEOUT_EXIT_CODE if not ended else ch.exit_code(),
+            exit_code=(INTERRUPTED_EXIT_CODE if cancelled else TIMEOUT_EXIT_CODE if not ended
+                       else ch.exit_code()),
             duration=duration,
             cwd=cwd_after if ended and isinstance(cwd_after, str) else None,
-            timed_out=not ended,
+            timed_out=not ended and not cancelled,
             truncated=out.truncated,
             total_chars=out.total,
         )

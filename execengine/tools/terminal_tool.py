@@ -187,7 +187,8 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if background:
             info = svc.start(ctx.task_key, command, workdir=workdir, pty=pty)
             return {**_proc(info), "output": "", "exit_code": None}
-        result = svc.run(ctx.task_key, command, timeout=timeout, workdir=workdir, pty=pty)
+        result = svc.run(ctx.task_key, command, timeout=timeout, workdir=workdir, pty=pty,
+                         interrupt=ctx.call.interrupt)
     except TerminalError as exc:
         return _refused(str(exc), "error")
     return _result(result)

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
 import pytest
 
 from execengine.errors import TerminalError
-from execengine.terminal.backend import TIMEOUT_EXIT_CODE
+from execengine.terminal.backend import INTERRUPTED_EXIT_CODE, TIMEOUT_EXIT_CODE
 from execengine.terminal.local import LocalBackend
 from tests.terminal.conftest import procs_with
 
@@ -61,6 +62,31 @@ def test_timeout_kills_the_whole_tree_including_escapees(backend, env, fd_count)
     assert r.timed_out and r.exit_code == TIMEOUT_EXIT_CODE
     assert "started" in r.output and "timed out after 0.5s" in r.output
     assert time.monotonic() - t0 < 10
+    assert procs_with(token) == []
+
+
+def test_cancel_stops_the_whole_tree_and_says_interrupted(backend, env, tmp_path) -> None:
+    token = uuid.uuid4().hex
+    cancel = threading.Event()
+    started = tmp_path / "started"
+
+    def cancel_once_started() -> None:  # from another thread, as an execution's end does
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cancel.set()
+
+    setter = threading.Thread(target=cancel_once_started)
+    setter.start()
+    try:
+        r = backend.run(f"trap '' TERM; T={token} setsid sleep 300 & echo started; "
+                        f"touch {started}; wait", cwd="/", env=env, timeout=600,
+                        max_output_chars=10_000, cancel=cancel)
+    finally:
+        setter.join()
+    assert r.exit_code == INTERRUPTED_EXIT_CODE and not r.timed_out, r
+    assert r.output.startswith("started\n") and "interrupted" in r.output, r
+    assert r.cwd is None
     assert procs_with(token) == []
 
 
