@@ -11,8 +11,9 @@ Two mechanisms, both free of check-then-use races:
 * **reads** are checked up front (beneath a readable root, no link out) for a clear error,
   and every file the tool then opens is verified *after* the open, on the fd itself
   (:func:`checked_open`): its real location must lie below a readable root, not be
-  denied, and outside the writable roots be world-readable (a tool running as root must
-  not read what the sandbox uid could not).
+  denied, and outside the writable roots be world-readable, in folders the sandbox's uid
+  may search from the root down (a tool running as root must not read what the sandbox
+  uid could not).
 
 When the script runs as a sandbox uid (a root host at ``restricted`` or ``isolated``), a
 tool acting for it inside the writable roots never reaches what the owner keeps from that
@@ -115,12 +116,18 @@ class FileConfinement:
                               f"protected location ({hit})", policy_denied=True)
         wroot = self.policy.root_of(real, write=True)
         if wroot is None:
-            mode = os.fstat(fd).st_mode
-            need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
-            if mode & need != need:
+            st = os.fstat(fd)
+            need = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(st.st_mode) else 0)
+            if st.st_mode & need != need:
                 raise FileOpError(f"Access denied: {action} {shown!r}: outside the writable "
                                   "roots only world-readable files may be read",
                                   policy_denied=True)
+            # a world-readable file in a folder the sandbox's uid may not search (a 0700
+            # folder under /opt, say) is out of its reach all the same
+            rroot = self.policy.root_of(real, write=False)
+            if (self.policy.as_sandbox_uid and rroot is not None and real != rroot
+                    and not _reachable(rroot, real, st)):
+                raise self._private(shown, action)
         elif self.policy.as_sandbox_uid and real != wroot:
             st = os.fstat(fd)
             need = acl.R | (acl.X if stat.S_ISDIR(st.st_mode) else 0)
@@ -276,6 +283,29 @@ def _reachable(root: str, real: str, st: os.stat_result) -> bool:
         os.close(cur)
 
 
+def sandbox_may_enter(policy: ExecutionPolicy, real: str) -> bool:
+    """Whether the sandbox's uid could make the folder ``real`` (resolved, beneath one of
+    ``policy``'s roots) its working directory by itself: every folder below the root on
+    the way, and ``real`` itself, searchable by it. Always True when the script does not
+    run as a sandbox uid."""
+    if not policy.as_sandbox_uid:
+        return True
+    root = policy.root_of(real, write=True) or policy.root_of(real, write=False)
+    if root is None:
+        return False
+    if real == root:
+        return True  # a root is granted to the sandbox
+    try:
+        fd = os.open(real, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        return _sandbox_may(st, _acl_of(fd), acl.X) and _reachable(root, real, st)
+    finally:
+        os.close(fd)
+
+
 def active() -> FileConfinement | None:
     """The confinement of the tool call running in this context, if any."""
     return _ACTIVE.get()
@@ -310,4 +340,5 @@ def open_binary(path: str | os.PathLike[str]) -> IO[bytes]:
     return os.fdopen(checked_open(path), "rb")
 
 
-__all__ = ["FileConfinement", "active", "checked_open", "is_anchored", "open_binary"]
+__all__ = ["FileConfinement", "active", "checked_open", "is_anchored", "open_binary",
+           "sandbox_may_enter"]

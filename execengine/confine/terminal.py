@@ -27,16 +27,23 @@ from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
 from execengine.confine.domains import DomainPolicy
+from execengine.confine.files import sandbox_may_enter
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
 from execengine.engine.capture import OutputCapture
 from execengine.engine.result import oom_message
 from execengine.engine.supervise import supervise
 from execengine.errors import SandboxError, TerminalError
+from execengine.fileops.paths import PathGuard
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
 from execengine.launch.factory import make_launcher
 from execengine.rpc.channel import make_socket_dir
-from execengine.terminal.backend import TIMEOUT_EXIT_CODE, CommandResult
+from execengine.terminal.backend import (
+    INTERRUPTED_EXIT_CODE,
+    INTERRUPTED_TEXT,
+    TIMEOUT_EXIT_CODE,
+    CommandResult,
+)
 from execengine.terminal.procs import PWD_FD_MIN, shell_script
 
 if TYPE_CHECKING:
@@ -62,9 +69,11 @@ def _python() -> tuple[str, list[str]]:
     return os.path.dirname(exe), [p for p in prefixes if p not in ("/usr", "/")]
 
 
-def check_cwd(policy: ExecutionPolicy, cwd: str) -> str:
-    """``cwd`` if a sandboxed command may start there (beneath a readable root, reached
-    without leaving it), else :class:`TerminalError`."""
+def check_cwd(policy: ExecutionPolicy, cwd: str, guard: PathGuard | None = None) -> str:
+    """``cwd`` if a sandboxed command may start there, else :class:`TerminalError`:
+    beneath a readable root, reached without leaving it, not denied (``guard``), and a
+    folder the sandbox's uid could enter by itself (the command starts there before it
+    drops to that uid, so a folder the owner keeps from it must be refused here)."""
     real = os.path.realpath(cwd)
     if policy.root_of(real, write=False) is None or policy.root_of(
             os.path.abspath(cwd), write=False) is None:
@@ -72,6 +81,12 @@ def check_cwd(policy: ExecutionPolicy, cwd: str) -> str:
                             f"({', '.join(policy.readable_roots)})")
     if not os.path.isdir(real):
         raise TerminalError(f"workdir is not a directory: {cwd}")
+    hit = guard.reason(real) if guard is not None else None
+    if hit is not None:
+        raise TerminalError(f"workdir {cwd!r} is a protected location ({hit})")
+    if not sandbox_may_enter(policy, real):
+        raise TerminalError(f"workdir {cwd!r}: the sandbox's uid may not enter it (a "
+                            "private folder of its owner, or one on the way)")
     return real
 
 
@@ -91,7 +106,7 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
     """Run ``bash -c command`` through ``launcher`` under ``policy``; its output (stdout
     and stderr together, head + tail), exit code and duration."""
     start = time.monotonic()
-    real_cwd = check_cwd(policy, cwd)
+    real_cwd = check_cwd(policy, cwd, PathGuard.from_config(config, policy))
     token = secrets.token_hex(16)
     env = build_child_env(os.environ, passthrough=passthrough, tz=config.code_execution.tz,
                           extra={"EXECENGINE_RUN_TOKEN": token, **policy.proxy_env()})
@@ -140,6 +155,9 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
         text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
             f"[command timed out after {timeout:g} s and was killed]")
         exit_code = TIMEOUT_EXIT_CODE
+    elif outcome.reason == "interrupted":
+        text = (text.rstrip("\n") + "\n" if text.strip() else "") + f"[{INTERRUPTED_TEXT}]"
+        exit_code = INTERRUPTED_EXIT_CODE
     elif code is None:
         exit_code = -1
     else:
@@ -148,7 +166,7 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
         text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
             f"[{oom_message(config.code_execution.memory_mb, 'A process of the command')}]")
     return CommandResult(output=text, exit_code=exit_code, duration=time.monotonic() - start,
-                         cwd=None if timed_out else new_cwd, timed_out=timed_out,
+                         cwd=new_cwd if outcome.reason == "exited" else None, timed_out=timed_out,
                          truncated=captured.truncated, total_chars=captured.total_bytes)
 
 

@@ -277,3 +277,82 @@ def test_files_that_run_later_outside_stay_unwritten(level, world):
         assert hooks == [] and not config_pwned, res
     else:  # restricted: Landlock cannot carve a read-only hole in a writable folder
         assert "post-checkout" not in hooks, res
+
+
+LEFT_RUNNING = """
+import os, threading, time
+from hermes_tools import terminal
+threading.Thread(target=terminal, daemon=True, kwargs={{
+    "command": "touch started; exec sleep {marker}", "timeout": 10 ** 9}}).start()
+deadline = time.monotonic() + 20
+while not os.path.exists("started") and time.monotonic() < deadline:
+    time.sleep(0.01)
+print("started" if os.path.exists("started") else "never started", flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_command_still_running_when_its_execution_ends_is_stopped(level, world):
+    """A script that leaves a terminal call running (a thread, then exit; or a timeout)
+    does not leave its command behind until the command's own timeout, which the script
+    chose: the execution's end interrupts the calls still running for it, at every level
+    (at ``none`` the host's terminal backend stops it as on a timeout)."""
+    marker = "47" + str(secrets.randbelow(10 ** 6))
+    with _engine(level, world) as engine:
+        result = engine.execute(LEFT_RUNNING.format(marker=marker), cwd=str(world["work"]))
+        assert result.status == "success" and "started" in result.output.split(), result
+        assert wait_until(lambda: not _daemons(marker), 3.0), _daemons(marker)
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_command_a_cell_left_running_is_stopped_when_the_cell_ends(level, world):
+    marker = "48" + str(secrets.randbelow(10 ** 6))
+    cell = LEFT_RUNNING.format(marker=marker).replace("os._exit(0)", "")
+    with _engine(level, world) as engine:
+        result = engine.execute(cell, cwd=str(world["work"]), session="s")
+        assert result.status == "success" and "started" in result.output.split(), result
+        assert wait_until(lambda: not _daemons(marker), 3.0), _daemons(marker)
+        # the session lives on: its next cell runs
+        assert engine.execute("print(6 * 7)", cwd=str(world["work"]),
+                              session="s").output.strip() == "42"
+
+
+PRIVATE_FOLDER = """
+import json
+from hermes_tools import read_file, terminal
+print(json.dumps({{
+    "read": read_file({path!r}),
+    "cd": terminal("cat open.txt", workdir={folder!r}),
+    "denied_cd": terminal("ls", workdir={denied!r}),
+}}))
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_world_readable_file_in_a_private_folder_stays_out_of_reach(level, world):
+    """Beneath a readable root, a file anyone may read inside a folder only its owner may
+    search is out of the sandbox uid's reach: ``read_file`` refuses it, and a command may
+    not start in that folder (it is entered before the uid drop). Nor in a denied path.
+    At ``none`` (the negative control) both reach it."""
+    shared = world["root"] / "shared"
+    locked = shared / "locked"
+    locked.mkdir(parents=True)
+    locked.chmod(0o700)
+    (locked / "open.txt").write_text("BEHIND A LOCKED DOOR\n")
+    (locked / "open.txt").chmod(0o644)
+    denied = shared / "denied"
+    denied.mkdir()
+    res = run(level, world, PRIVATE_FOLDER.format(path=str(locked / "open.txt"),
+                                                  folder=str(locked), denied=str(denied)),
+              **{"policy.readable_roots": ["/usr", "/etc", "/lib", "/lib64", "/bin",
+                                           str(shared)],
+                 "files.denied_paths": [str(denied)]})
+    text = json.dumps(res)
+    if level == "none":
+        assert text.count("BEHIND A LOCKED DOOR") == 2, res
+        assert res["denied_cd"]["exit_code"] == 0, res
+        return
+    assert "BEHIND A LOCKED DOOR" not in text, res
+    assert "may not" in res["read"]["error"] and "may not enter" in res["cd"]["error"], res
+    assert "protected location" in res["denied_cd"]["error"], res
