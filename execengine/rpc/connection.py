@@ -6,8 +6,9 @@ loop). What the socket does not take at once is queued, in order, and written by
 when the socket becomes writable. A reply is never dropped while the peer is connected.
 
 Backpressure instead of loss: when more than :data:`OUT_HIGH` bytes wait for a peer that
-does not read, the loop stops reading *from that peer* (its further calls stay in its own
-socket buffer) until the queue is below :data:`OUT_LOW`. Other peers are not affected.
+does not read (each queued reply counted with its :data:`ENTRY_COST`), the loop stops
+reading *from that peer* (its further calls stay in its own socket buffer) until the queue
+is below :data:`OUT_LOW`. Other peers are not affected.
 
 All changes of the epoll interest mask and the close happen under the connection's lock,
 so a worker never writes to a closed (possibly reused) file descriptor.
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 OUT_HIGH = 64 * 1024 * 1024
 #: ... and read again once the queue is below this
 OUT_LOW = 16 * 1024 * 1024
+#: what one queued reply costs beyond its bytes (the object, its view, the deque slot):
+#: counted with them, so a flood of tiny replies (a PONG per PING from a peer that does
+#: not read) meets the bound at its real memory, not at 50x it
+ENTRY_COST = 256
 #: bytes read per readiness event (then the loop looks at other peers: fairness)
 READ_CHUNK = 256 * 1024
 
@@ -75,7 +80,7 @@ class Connection:
                 view = memoryview(data)
             was_empty = not self._out
             self._out.append(view)
-            self._out_bytes += len(view)
+            self._out_bytes += len(view) + ENTRY_COST
             if self._reading and self._out_bytes > OUT_HIGH:
                 self._reading = False
             if was_empty or not self._reading:
@@ -129,6 +134,7 @@ class Connection:
                 self._out_bytes -= sent
                 if sent == len(head):
                     self._out.popleft()
+                    self._out_bytes -= ENTRY_COST
                 else:
                     self._out[0] = head[sent:]
                     break

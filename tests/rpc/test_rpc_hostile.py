@@ -258,6 +258,48 @@ def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monk
     ch.close()
 
 
+def test_a_ping_flood_that_never_reads_its_pongs_meets_the_bound_at_its_real_memory(
+        server, monkeypatch):
+    """Each PING queues a 9-byte PONG; queued, each costs some 300 bytes of host memory.
+    Counted by their bytes alone, the host read 30,000 PINGs under a 256 KiB bound (and
+    4 GiB of RSS under the real 64 MiB one, in a red-team run) before it stopped reading;
+    counted with their cost, it stops after about a thousand."""
+    from execengine.rpc import connection
+
+    monkeypatch.setattr(connection, "OUT_HIGH", 256 * 1024)
+    monkeypatch.setattr(connection, "OUT_LOW", 64 * 1024)
+    ch = open_channel(server)
+    hog = zmtp.connect(ch.socket_path)
+    hog.send(json.dumps({"v": 1, "type": "hello", "exec": ch.exec_id,
+                         "token": ch.test_token}).encode())  # type: ignore[attr-defined]
+    hog.recv()
+    sent: list[int] = []
+
+    def flood() -> None:  # PINGs, never reading a PONG; blocks once not read
+        with contextlib.suppress(zmtp.ZmtpError, OSError):
+            for n in range(1, 200_000):
+                hog.ping()
+                sent.append(n)
+
+    sender = threading.Thread(target=flood, daemon=True)
+    sender.start()
+    try:
+        hogged = next(c for c in server._listeners[ch].conns if c.authed)
+        deadline = time.monotonic() + 60
+        while hogged.reading and sender.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # what it had sent by then: what the host read, plus what the socket buffers hold
+        stalled = len(sent)
+        assert not hogged.reading and stalled < 10_000, stalled
+        # past the bound only by what was read already (one read's worth of PINGs at most)
+        assert hogged.queued_bytes < 256 * 1024 + connection.READ_CHUNK // 11 * 300
+    finally:
+        hog.close()
+        sender.join(10)
+    assert not sender.is_alive()
+    ch.close()
+
+
 def test_connection_flood_is_capped_per_execution_and_the_host_survives(server):
     victim, attacker = open_channel(server), open_channel(server)
     steady = peer("steady", victim, stdin=subprocess.PIPE)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -51,6 +52,27 @@ def test_too_deep_counts_only_brackets_outside_strings():
     assert protocol.too_deep(b"[" * 64 + b"]" * 64) is None
     assert "deeper than 64" in (protocol.too_deep(b"[" * 65 + b"]" * 65) or "")
     assert "nested values" in (protocol.too_deep(b"[]" * 1_000_001) or "")
+
+
+@pytest.mark.parametrize("text", ["\\", '"', 'a\\"b', "\\\\", "\x5c\\", "]}["])
+def test_too_deep_reads_escapes_as_json_does(text):
+    """Strings holding escaped backslashes and quotes end where JSON ends them: brackets
+    after such a string count, brackets inside it do not (each frame is what json.dumps
+    makes, so the decoder agrees)."""
+    inside = json.dumps({"s": text + "[" * 100 + text, "t": text}).encode()
+    assert protocol.too_deep(inside) is None
+    deep = json.dumps({"s": text, "d": json.loads("[" * 70 + "]" * 70)}).encode()
+    assert "deeper than 64" in (protocol.too_deep(deep) or "")
+
+
+def test_too_deep_is_linear_in_an_unterminated_string_of_escaped_quotes():
+    """A frame the old string pattern scanned in quadratic time, on the loop thread and
+    holding the interpreter lock (a 112 KB one: 28 s; this one: weeks). Bounded here only
+    against that: linear, it takes well under a second."""
+    frame = b"[" * 65 + b'"' + b'\\"' * 4_000_000
+    start = time.monotonic()
+    assert isinstance(parse(frame), Invalid)
+    assert time.monotonic() - start < 10
 
 
 @pytest.mark.parametrize("frame", [b"[" * 100_000, b'{"v":1,"a":' + b"{" * 5000,
