@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from execengine.rpc import Channel, RpcServer, protocol
+from execengine.rpc.connection import READ_CHUNK
 
 PEER = Path(__file__).with_name("_hostile_peer.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -214,7 +215,9 @@ def test_asyncio_burst_of_5000_calls_loses_nothing(server):
     ch.close()
 
 
-def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monkeypatch):
+def _greeted_hog(server, monkeypatch):
+    """A channel and a connection that said hello, under a reply bound lowered to 256 KiB
+    (read again below 64 KiB), for the tests of a peer that does not read its replies."""
     from execengine.rpc import connection
 
     monkeypatch.setattr(connection, "OUT_HIGH", 256 * 1024)
@@ -224,6 +227,11 @@ def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monk
     hog.send(json.dumps({"v": 1, "type": "hello", "exec": ch.exec_id,
                          "token": ch.test_token}).encode())  # type: ignore[attr-defined]
     hog.recv()
+    return ch, hog
+
+
+def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monkeypatch):
+    ch, hog = _greeted_hog(server, monkeypatch)
     big = {"pad": "x" * 20_000}
     sent: list[int] = []
 
@@ -264,15 +272,7 @@ def test_a_ping_flood_that_never_reads_its_pongs_meets_the_bound_at_its_real_mem
     Counted by their bytes alone, the host read 30,000 PINGs under a 256 KiB bound (and
     4 GiB of RSS under the real 64 MiB one, in a red-team run) before it stopped reading;
     counted with their cost, it stops after about a thousand."""
-    from execengine.rpc import connection
-
-    monkeypatch.setattr(connection, "OUT_HIGH", 256 * 1024)
-    monkeypatch.setattr(connection, "OUT_LOW", 64 * 1024)
-    ch = open_channel(server)
-    hog = zmtp.connect(ch.socket_path)
-    hog.send(json.dumps({"v": 1, "type": "hello", "exec": ch.exec_id,
-                         "token": ch.test_token}).encode())  # type: ignore[attr-defined]
-    hog.recv()
+    ch, hog = _greeted_hog(server, monkeypatch)
     sent: list[int] = []
 
     def flood() -> None:  # PINGs, never reading a PONG; blocks once not read
@@ -292,7 +292,7 @@ def test_a_ping_flood_that_never_reads_its_pongs_meets_the_bound_at_its_real_mem
         stalled = len(sent)
         assert not hogged.reading and stalled < 10_000, stalled
         # past the bound only by what was read already (one read's worth of PINGs at most)
-        assert hogged.queued_bytes < 256 * 1024 + connection.READ_CHUNK // 11 * 300
+        assert hogged.queued_bytes < 256 * 1024 + READ_CHUNK // 11 * 300
     finally:
         hog.close()
         sender.join(10)
