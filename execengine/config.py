@@ -285,6 +285,11 @@ class PolicyConfig(_Section):
         "folders script tool calls may read besides the writable roots (world-readable "
         "files only; files.denied_paths, the config file and credentials never)",
     )
+    protected_paths: tuple[str, ...] = option(
+        (), "files or folders inside the writable roots that scripts may not change: the "
+        "tools refuse to write them, and at isolated they are read-only binds (not "
+        "renamed or replaced either)",
+    )
     network: Literal["off", "allowlist", "on"] | None = option(
         None, "network of scripts and their tool calls (default: on when "
         "code_execution.network, else off)",

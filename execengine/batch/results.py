@@ -85,8 +85,10 @@ class ResultWriter:
             self._file: IO[str] | None = open(path, "a+", encoding="utf-8")  # noqa: SIM115
             self._file.truncate(end)
             self._file.seek(end)
+            st = os.fstat(self._file.fileno())
         except OSError as exc:
             raise BatchError(f"cannot write results file {path}: {exc}") from exc
+        self._identity = (st.st_dev, st.st_ino)
         self.written = 0
 
     def write(self, outcome: TaskOutcome) -> None:
@@ -96,12 +98,30 @@ class ResultWriter:
         self._file.flush()
         self.written += 1
 
+    def replaced(self) -> bool:
+        """Whether ``path`` names another file than the one written (something with write
+        access to its folder, a task at level ``none`` or ``restricted`` say, moved it)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._identity
+
     def close(self) -> None:
+        """Close the file; :class:`BatchError` if it was moved or replaced meanwhile (its
+        records are not where the next run, or the reader, would look)."""
         f, self._file = self._file, None
-        if f is not None:
-            with contextlib.suppress(OSError):
-                os.fsync(f.fileno())
-            f.close()
+        if f is None:
+            return
+        with contextlib.suppress(OSError):
+            os.fsync(f.fileno())
+        f.close()
+        if self.replaced():
+            raise BatchError(
+                f"the results file {self.path} was moved or replaced while the batch ran "
+                f"(by a task with write access to its folder?): the {self.written} records "
+                "written are not in the file now at that path; keep the results file "
+                "outside the tasks' working directories")
 
     def __enter__(self) -> ResultWriter:
         return self

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -54,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if args.isolation:
         config = config.with_overrides({"code_execution.isolation": args.isolation},
                                        origin="command line")
+    # the batch's own files, when a task's working directory holds them: no task may
+    # change them (read-only at isolated; a replaced results file is reported at the end)
+    config = config.with_overrides({"policy.protected_paths": [
+        *config.policy.protected_paths, os.path.abspath(args.out),
+        os.path.abspath(args.tasks)]}, origin="command line")
     stop = threading.Event()
     executor: Executor
     if args.ray:

@@ -77,7 +77,8 @@ class ExecutionPolicy:
     #: the same proxy's Unix socket (bridged into an ``isolated`` sandbox's namespace)
     proxy_socket: str | None = None
     #: inside the writable roots but never written: files that run later outside the
-    #: sandbox (the config file kept there, ``.git/hooks``, ``.git/config``)
+    #: sandbox (the config file kept there, ``.git/hooks``, ``.git/config``), and
+    #: ``policy.protected_paths`` (a batch's results file, say)
     protected: tuple[str, ...] = ()
     #: the script runs as a sandbox uid other than the host's (a root host at
     #: ``restricted`` or ``isolated``, the working directory not id-mapped to its owner):
@@ -106,6 +107,7 @@ class ExecutionPolicy:
             denied.append(config.source)
         network = pc.network or ("on" if config.code_execution.network else "off")
         protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
+        protected += _real(pc.protected_paths)
         if config.source:
             protected.append(os.path.realpath(config.source))
         return cls(level=level, confined=confined, writable_roots=writable,

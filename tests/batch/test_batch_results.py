@@ -1,10 +1,13 @@
 import json
 
+import pytest
+
 from execengine.batch import ResultWriter, Task, TaskOutcome
 from execengine.batch.outcome import invalid_outcome
 from execengine.batch.results import scan
 from execengine.batch.task import InvalidLine
 from execengine.engine import ExecutionResult
+from execengine.errors import BatchError
 
 
 def outcome(tid: str, status: str = "success") -> TaskOutcome:
@@ -65,3 +68,16 @@ def test_restart_empties_the_file(tmp_path):
     with ResultWriter(str(out), restart=True) as w:
         assert w.done.ids == set()
     assert out.read_text() == ""
+
+
+def test_a_results_file_moved_while_written_is_an_error_at_close(tmp_path):
+    out = tmp_path / "r.jsonl"
+    writer = ResultWriter(str(out))
+    writer.write(outcome("a"))
+    assert not writer.replaced()
+    out.rename(tmp_path / "moved.jsonl")
+    out.write_text('{"id": "a", "status": "success"}\n')  # a forged file in its place
+    assert writer.replaced()
+    with pytest.raises(BatchError, match="was moved or replaced while the batch ran"):
+        writer.close()
+    assert json.loads((tmp_path / "moved.jsonl").read_text())["id"] == "a"

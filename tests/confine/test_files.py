@@ -122,6 +122,25 @@ def test_outside_the_writable_roots_only_world_readable_files(registry, world, t
     assert "writable roots" in res["error"]
 
 
+def test_policy_protected_paths_are_never_written_by_the_tools(registry, world, tmp_path):
+    work, _, _ = world
+    (work / "keep").mkdir()
+    (work / "results.jsonl").write_text("real\n")
+    config = Config().with_overrides({"policy.protected_paths": [
+        str(work / "results.jsonl"), str(work / "keep"), str(tmp_path / "elsewhere")]})
+    policy = ExecutionPolicy.for_execution(config, cwd=str(work), level="restricted")
+    # beneath a writable root only: a protected path elsewhere is outside them anyway
+    assert str(tmp_path / "elsewhere") not in policy.protected
+    for path in ("results.jsonl", "keep/new.txt"):
+        res = call(registry, work, "write_file", {"path": path, "content": "forged\n"},
+                   config=config)
+        assert "protected path" in res["error"], res
+    assert (work / "results.jsonl").read_text() == "real\n"
+    assert not (work / "keep" / "new.txt").exists()
+    assert "content" in call(registry, work, "read_file", {"path": "results.jsonl"},
+                             config=config)  # read, not written
+
+
 def test_the_config_file_and_credentials_are_always_denied(registry, tmp_path):
     work = tmp_path / "w"
     work.mkdir()

@@ -356,3 +356,47 @@ def test_a_world_readable_file_in_a_private_folder_stays_out_of_reach(level, wor
     assert "BEHIND A LOCKED DOOR" not in text, res
     assert "may not" in res["read"]["error"] and "may not enter" in res["cd"]["error"], res
     assert "protected location" in res["denied_cd"]["error"], res
+
+
+FORGER = """
+import json, os
+try:
+    os.rename("results.jsonl", ".hidden")
+    with open("results.jsonl", "w") as fh:
+        fh.write(json.dumps({"id": "b", "status": "success", "output": "FORGED"}) + "\\n")
+    print("renamed")
+except OSError as exc:
+    print("refused", type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_batch_task_cannot_forge_the_batch_results(level, world, capsys, monkeypatch):
+    """The results file in the tasks' working directory is protected: at ``isolated`` a
+    read-only bind (a task can neither write, rename nor replace it); where a task can
+    move it (``restricted``, as at ``none``, the negative control) the batch says so and
+    fails instead of leaving forged records where the next run reads them."""
+    from execengine.cli import main
+
+    monkeypatch.setenv("HOME", str(world["root"]))
+    monkeypatch.delenv("EXECENGINE_CONFIG", raising=False)
+    work = world["work"]
+    tasks, out = work / "tasks.jsonl", work / "results.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "code": FORGER, "cwd": str(work)}) + "\n"
+                     + json.dumps({"id": "b", "code": "print('B')", "cwd": str(work)}) + "\n")
+    config = world["root"] / "batch.yaml"
+    config.write_text(f"code_execution:\n  isolation: {level}\n  min_isolation: {level}\n"
+                      "  mode: project\n")
+    rc = main(["--config", str(config), "batch", str(tasks), "--out", str(out),
+               "--concurrency", "1", "--json"])
+    captured = capsys.readouterr()
+    if level == "isolated":
+        assert rc == 0, captured.err
+        records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+        assert records["a"]["output"].startswith("refused"), records["a"]
+        assert records["b"]["output"] == "B\n", records["b"]
+        assert not (work / ".hidden").exists()
+        return
+    assert rc == 2 and "was moved or replaced while the batch ran" in captured.err, (
+        rc, captured.err)
+    assert "FORGED" in out.read_text()  # the probe did replace it: the batch noticed
