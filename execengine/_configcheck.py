@@ -8,6 +8,7 @@ themselves when built in code, so ``CodeExecutionConfig(timeout=-1)`` fails exac
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -116,6 +117,8 @@ def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any],
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(key, f"expected a number, got {value!r}")
         value = float(value)
+        if not math.isfinite(value):
+            raise fail(key, f"expected a finite number, got {value!r}")
     elif base is str and not isinstance(value, str):
         raise fail(key, f"expected a string, got {value!r}")
     low, high = meta.get("min"), meta.get("max")

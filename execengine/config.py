@@ -16,6 +16,7 @@ option is one line here.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,19 @@ IsolationLevel = Literal["none", "restricted", "isolated"]
 ISOLATION_LEVELS: tuple[IsolationLevel, ...] = get_args(IsolationLevel)
 Mode = Literal["project", "strict"]
 MODES: tuple[Mode, ...] = get_args(Mode)
+#: the longest wall-clock limit an execution or a command may be given, seconds (30 days:
+#: beyond it a limit is a mistake, and 1e308 would overflow the CPU-time rlimit)
+MAX_TIMEOUT = 30 * 86400.0
+
+
+def checked_timeout(value: Any, what: str = "timeout") -> float:
+    """``value`` as a wall-clock limit in seconds: a finite number in (0, MAX_TIMEOUT];
+    else :class:`ConfigError` (an argument given in code, checked as the config's are)."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT):
+        raise ConfigError(f"{what} must be a positive number of seconds up to "
+                          f"{MAX_TIMEOUT:g} (30 days), got {value!r}")
+    return float(value)
 
 
 def option(
@@ -81,7 +95,8 @@ class CodeExecutionConfig(_Section):
         "project: the session's cwd and project interpreter; strict: host interpreter in a "
         "private staging directory",
     )
-    timeout: float = option(300.0, "wall-clock limit of one execution, seconds", min=0.1)
+    timeout: float = option(300.0, "wall-clock limit of one execution, seconds", min=0.1,
+                            max=MAX_TIMEOUT)
     max_tool_calls: int = option(50, "tool calls allowed per execution", min=0)
     max_stdout_bytes: int = option(
         50_000, "stdout kept (head 40 % + tail 60 %); the rest is spilled to a file", min=256
@@ -166,7 +181,8 @@ class TerminalConfig(_Section):
     env_passthrough: tuple[str, ...] = option(
         (), "environment variables passed to children even if they look secret"
     )
-    timeout: float = option(180.0, "default foreground command timeout, seconds", min=0.1)
+    timeout: float = option(180.0, "default foreground command timeout, seconds", min=0.1,
+                            max=MAX_TIMEOUT)
     max_output_chars: int = option(50_000, "command output kept (head + tail)", min=256)
     kill_grace: float = option(2.0, "seconds between SIGTERM and SIGKILL", min=0.0, max=60.0)
     max_background: int = option(16, "background processes running at once", min=1)

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from execengine.config import MAX_TIMEOUT
+
 MODES = ("project", "strict")
 KEYS = ("id", "code", "cwd", "toolsets", "timeout", "mode", "session", "retry_safe", "meta")
 
@@ -93,8 +95,9 @@ def parse_task(value: Any, line: int = 0) -> Task | InvalidLine:
     timeout = value.get("timeout")
     if timeout is not None and (isinstance(timeout, bool)
                                 or not isinstance(timeout, int | float)
-                                or not math.isfinite(timeout) or timeout <= 0):
-        return bad("'timeout' must be a positive number of seconds")
+                                or not math.isfinite(timeout) or timeout <= 0
+                                or timeout > MAX_TIMEOUT):
+        return bad(f"'timeout' must be a positive number of seconds, at most {MAX_TIMEOUT:g}")
     mode = value.get("mode")
     if mode is not None and mode not in MODES:
         return bad(f"'mode' must be one of {', '.join(MODES)}")

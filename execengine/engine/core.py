@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from execengine.childenv import build_child_env
-from execengine.config import MODES, Config, Mode
+from execengine.config import MODES, Config, Mode, checked_timeout
 from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
 from execengine.engine import spill
@@ -223,7 +223,7 @@ class Engine:
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}; expected one of "
                               f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
-        limit = float(timeout if timeout is not None else ce.timeout)
+        limit = ce.timeout if timeout is None else checked_timeout(timeout)
         names = self.allowed_tools(enabled_toolsets, tools)
         stub = render_stub(function_schemas(self.registry, names, enabled_toolsets),
                            groups=tool_groups(self.registry, names))

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from execengine._runtime import RUNTIME_PACKAGE
 from execengine.childenv import build_child_env
+from execengine.config import checked_timeout
 from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
 from execengine.engine import spill
@@ -221,7 +222,7 @@ class SessionManager:
         if mode not in ("project", "strict"):
             log.warning("unknown code_execution mode %r; using 'project'", mode)
             mode = "project"
-        limit = float(timeout if timeout is not None else ce.timeout)
+        limit = ce.timeout if timeout is None else checked_timeout(timeout)
         names = engine.allowed_tools(enabled_toolsets, tools)
         call = context or CallContext()
         if interrupt is None:

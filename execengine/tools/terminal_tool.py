@@ -9,12 +9,13 @@ execute_code may run foreground commands only.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from typing import Any
 
 from execengine.approval.gate import check_command
-from execengine.config import Config
+from execengine.config import MAX_TIMEOUT, Config
 from execengine.confine.policy import ExecutionPolicy, policy_of
 from execengine.confine.terminal import AGENT_SANDBOX, AgentSandbox, run_sandboxed
 from execengine.context import ToolContext
@@ -112,8 +113,10 @@ def _int_arg(args: dict[str, Any], name: str) -> float | None:
     value = args.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT):
+        raise ValueError(f"{name} must be a positive number of seconds, at most "
+                         f"{MAX_TIMEOUT:g}, got {value!r}")
     return float(value)
 
 

@@ -30,6 +30,7 @@ def test_integer_id_becomes_a_string():
     ({"id": "a", "code": "x", "timeout": 0}, "'timeout' must be a positive number"),
     ({"id": "a", "code": "x", "timeout": "5"}, "'timeout' must be a positive number"),
     ({"id": "a", "code": "x", "timeout": True}, "'timeout' must be a positive number"),
+    ({"id": "a", "code": "x", "timeout": 1e308}, "'timeout' must be a positive number"),
     ({"id": "a", "code": "x", "mode": "loose"}, "'mode' must be one of project, strict"),
     ({"id": "a", "code": "x", "toolsets": "file"}, "'toolsets' must be a list"),
     ({"id": "a", "code": "x", "toolsets": [""]}, "'toolsets' must be a list"),

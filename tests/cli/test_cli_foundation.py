@@ -78,3 +78,10 @@ def test_tools_and_toolsets(capsys):
     code, out, _ = run(capsys, "toolsets", "--json")
     names = {t["name"] for t in json.loads(out)}
     assert {"file", "terminal", "web", "code_execution", "coding"} <= names
+
+
+@pytest.mark.parametrize("value", ["1e308", "nan", "inf"])
+def test_a_run_timeout_out_of_range_is_a_clear_error(capsys, value):
+    assert main(["run", "--timeout", value, "-c", "print(1)"]) == 2
+    err = capsys.readouterr().err
+    assert "code_execution.timeout" in err and "Traceback" not in err, err

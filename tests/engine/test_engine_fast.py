@@ -158,3 +158,15 @@ def test_the_outcome_records_which_escalation_step_ended_the_child(behaviour, re
         outcome = supervise(child, stdout=OutputCapture(1000), stderr=OutputCapture(1000),
                             timeout=0.2, kill_grace=0.2)
     assert (outcome.reason, outcome.ended_by) == (reason, ended_by)
+
+
+@pytest.mark.parametrize("timeout", [float("inf"), float("nan"), 1e308, 0, -1, True])
+def test_a_timeout_argument_out_of_range_is_a_clear_error_before_anything_runs(fast, timeout):
+    from execengine.errors import ConfigError
+
+    def script(p):  # never started
+        raise AssertionError("ran")
+
+    engine = fast(script)
+    with pytest.raises(ConfigError, match="timeout must be a positive number of seconds"):
+        engine.execute("print(1)", timeout=timeout)

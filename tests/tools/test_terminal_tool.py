@@ -59,6 +59,9 @@ def test_timeout_and_cap(reg) -> None:
 def test_bad_input(reg) -> None:
     assert "non-empty" in call(reg, "terminal", command="  ")["error"]
     assert "timeout" in call(reg, "terminal", command="true", timeout="soon")["error"]
+    for huge in (1e308, float("inf")):  # not a CPU-time rlimit overflow later
+        assert "at most 2.592e+06" in call(reg, "terminal", command="true",
+                                           timeout=huge)["error"]
     assert "not a directory" in call(reg, "terminal", command="true", workdir="nope")["error"]
     assert "unknown action" in call(reg, "process", action="explode")["error"]
     assert "needs session_id" in call(reg, "process", action="poll")["error"]
