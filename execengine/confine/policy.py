@@ -11,8 +11,9 @@ and, through the call context, to every tool call the script makes:
   default); outside the writable roots only world-readable files, in folders the
   sandbox's uid may search;
 * always denied to the tools, read or write: ``files.denied_paths``, the config file, and
-  the credentials in :data:`ALWAYS_DENIED` (the script itself is kept from them only by its
-  uid's permissions: see ``docs/confinement.md``);
+  the credentials in :data:`ALWAYS_DENIED` (masked from the script and its commands at
+  ``isolated``; at ``restricted`` only its uid's permissions keep them out: see
+  ``docs/confinement.md``);
 * network: ``off``, ``allowlist`` (domains through the host's proxy) or ``on``;
 * whether tools may leave the roots (``policy.tools_leave_roots``, never by default).
 

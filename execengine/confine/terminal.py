@@ -131,7 +131,7 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
                             shell_script(command, pwd_w)],
                       env=env, cwd=real_cwd, run_token=token, writable_paths=writable,
                       readable_paths=readable, pass_fds=(pwd_w,),
-                      protected_paths=policy.protected,
+                      protected_paths=policy.protected, hidden_paths=policy.denied_paths,
                       limits=_limits(config, policy, timeout))
     # one capture for both streams: the model sees them interleaved, as in a terminal
     output = OutputCapture(max(256, max_output_chars), name="output")

@@ -292,7 +292,7 @@ class Engine:
                           if os.path.isdir(os.path.expanduser(p)))))),
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=(watch_r,),
-                    protected_paths=policy.protected,
+                    protected_paths=policy.protected, hidden_paths=policy.denied_paths,
                     limits=self.launch_limits(limit, policy),
                     prestart=True,
                 )

@@ -195,7 +195,7 @@ class Server:
                 new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in skip),
                 write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
                 tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
-                protect=tuple(m.get("protect", ()))))
+                protect=tuple(m.get("protect", ())), hide=tuple(m.get("hide", ()))))
             made.extend(bind_fds)
             if len(fds) + len(bind_fds) + 2 > entry.MAX_FDS:
                 raise ValueError("too many paths and descriptors for one sandbox")

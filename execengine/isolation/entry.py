@@ -299,7 +299,7 @@ def _split_binds(req: dict[str, Any], rest: list[int]
     """The plan's binds, their detached mounts and the passed descriptors, from the
     descriptors after stdout, stderr, error (and status)."""
     binds: list[mounts.Bind] = req.get("binds") or []
-    count = sum(1 for b in binds if b["kind"] != "link")
+    count = sum(1 for b in binds if b["kind"] in mounts.WITH_MOUNT)
     return binds, rest[:count], rest[count:]
 
 

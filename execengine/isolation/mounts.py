@@ -128,12 +128,20 @@ class MountPlan:
     #: paths inside the writable ones bound read-only over themselves (files that run
     #: later outside the sandbox: the engine's config kept there, ``.git/hooks``)
     protect: tuple[str, ...] = ()
+    #: paths never to be seen (the denied ones): where the root shows one (below a system
+    #: directory or a bind) it is masked, by an empty tmpfs or file only root may open
+    hide: tuple[str, ...] = ()
 
 
 #: one bind of :func:`clone_binds`: where it appears (its host path) and what it is:
-#: ``"dir"`` or ``"file"`` (a detached mount comes with it) or ``"link"`` (a symbolic link
-#: to ``target``, for a top-level one such as ``/lib64 -> usr/lib64``)
+#: ``"dir"`` or ``"file"`` (a detached mount comes with it), ``"link"`` (a symbolic link
+#: to ``target``, for a top-level one such as ``/lib64 -> usr/lib64``), or ``"maskdir"``
+#: / ``"maskfile"`` (a denied path hidden under an empty mount made in the sandbox)
 Bind = dict[str, str]
+#: the kinds of bind that come with a detached mount
+WITH_MOUNT = ("dir", "file")
+#: where the masks of files take their empty content from, in the sandbox's root
+MASK_FILE = "/.masked"
 
 
 def _clone(path: str, *, readonly: bool, userns_fd: int | None = None
@@ -189,11 +197,29 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
                     and not os.path.islink(path):
                 # as the writable bind above it shows it (id-mapped), but read-only
                 _add(out, fds, _clone(path, readonly=True, userns_fd=plan.userns_fd))
+        out += masks(plan.hide, shown=system | ro | rw, needed=ro | rw)
     except BaseException:
         for fd in fds:
             os.close(fd)
         raise
     return out, fds
+
+
+def masks(hide: Iterable[str], shown: set[str], needed: set[str]) -> list[Bind]:
+    """The masks of the ``hide`` paths the sandbox's root would show: those at or below a
+    ``shown`` tree (a system directory, a bind) with nothing ``needed`` (a bind: the
+    interpreter, the working directory...) at or below them. A path through a symbolic
+    link is masked where it leads."""
+    out: list[Bind] = []
+    for path in _ordered(os.path.realpath(p) for p in hide):
+        if not os.path.lexists(path) or path == "/":
+            continue
+        if not any(path == d or beneath(path, d) for d in shown):
+            continue  # not in the sandbox's view at all
+        if any(d == path or beneath(d, path) for d in needed):
+            continue  # it would hide what the execution needs
+        out.append({"path": path, "kind": "maskdir" if os.path.isdir(path) else "maskfile"})
+    return out
 
 
 def _add(out: list[Bind], fds: list[int], cloned: tuple[Bind, int | None] | None) -> None:
@@ -279,6 +305,22 @@ def enter_root(root: str) -> None:
     os.rmdir("/.old")
 
 
+def _mask(path: str, kind: str) -> None:
+    """Hide ``path`` (shown by a bind) under an empty read-only mount that only root may
+    open: a tmpfs of mode 000 over a folder, an empty file of mode 000 over a file."""
+    if not os.path.lexists(path):
+        return  # not shown after all (a bind of another file system's view)
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
+    if kind == "maskdir":
+        mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
+        return
+    if not os.path.exists(MASK_FILE):  # in the root's tmpfs, still writable here
+        os.close(os.open(MASK_FILE, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o000))
+        os.chmod(MASK_FILE, 0o000)
+    mount(MASK_FILE, path, None, MS_BIND)
+    mount(None, path, None, MS_REMOUNT | MS_BIND | flags)
+
+
 def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,
            prepared_tmp_mb: int) -> None:
     """In the root :func:`enter_root` entered: resize ``/tmp`` and ``/dev/shm`` when the
@@ -296,6 +338,9 @@ def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,
             if bind["kind"] == "link":
                 if not os.path.lexists(path):
                     os.symlink(bind["target"], path)
+                continue
+            if bind["kind"] in ("maskdir", "maskfile"):
+                _mask(path, bind["kind"])
                 continue
             if not left:
                 raise OSError(f"no mount sent for {path}")

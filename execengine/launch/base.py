@@ -63,6 +63,9 @@ class LaunchSpec:
     #: paths inside the writable ones that must stay read-only (where the level can: a
     #: read-only bind at ``isolated``)
     protected_paths: Sequence[str] = ()
+    #: paths the child must not see (the policy's denied ones), where the level can: masked
+    #: by an empty mount at ``isolated``; ``~`` is the host's home
+    hidden_paths: Sequence[str] = ()
     limits: LaunchLimits = field(default_factory=LaunchLimits)
     #: ``argv`` is ``python -c CODE ARGS...`` and may run in an interpreter the launcher
     #: started ahead under the same environment but for the per-execution variables

@@ -415,6 +415,7 @@ class SandboxLauncher(Launcher):
                 "socket_dir": spec.socket_dir,
                 "tmp_mb": limits.tmp_mb,
                 "protect": [os.path.realpath(p) for p in spec.protected_paths],
+                "hide": [os.path.realpath(os.path.expanduser(p)) for p in spec.hidden_paths],
             }
             if slot is not None and limits.workdir_as_owner:
                 # the working directory's owner appears as the slot uid in the sandbox (so

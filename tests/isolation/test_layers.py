@@ -309,3 +309,27 @@ def test_a_bind_of_an_ordinary_folder_is_made(tmp_path):
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def test_masks_hide_only_denied_paths_the_root_shows_and_never_what_it_needs(tmp_path):
+    """Which denied paths get a mask: shown (at or below a system directory or a bind),
+    existing, and with no bind at or below them; a folder by a tmpfs, a file by a file."""
+    from execengine.isolation import mounts
+
+    work = tmp_path / "work"
+    (work / "vault").mkdir(parents=True)
+    (work / "key").write_text("k")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(work / "vault")
+    hide = [str(work / "vault"), str(work / "key"), str(work / "missing"), str(elsewhere),
+            str(tmp_path), "/", str(link)]
+    got = mounts.masks(hide, shown={"/usr", str(work)}, needed={str(work)})
+    # tmp_path holds the working directory (needed); elsewhere and / are not shown or
+    # would hide everything; the link's target is masked once
+    assert got == [{"path": str(work / "key"), "kind": "maskfile"},
+                   {"path": str(work / "vault"), "kind": "maskdir"}]
+    assert mounts.masks(["/usr"], shown={"/usr"}, needed={"/usr/lib/python3"}) == []
+    assert mounts.masks(["/usr/share"], shown={"/usr"}, needed=set()) == [
+        {"path": "/usr/share", "kind": "maskdir"}]

@@ -400,3 +400,44 @@ def test_a_batch_task_cannot_forge_the_batch_results(level, world, capsys, monke
     assert rc == 2 and "was moved or replaced while the batch ran" in captured.err, (
         rc, captured.err)
     assert "FORGED" in out.read_text()  # the probe did replace it: the batch noticed
+
+
+HIDDEN = """
+import json, os
+from hermes_tools import terminal
+res = {}
+for name in ("vault/key.txt", "note.txt"):
+    try:
+        with open(name) as fh:
+            res[name] = fh.read()
+    except OSError as exc:
+        res[name] = type(exc).__name__
+try:
+    res["listing"] = os.listdir("vault")
+except OSError as exc:
+    res["listing"] = type(exc).__name__
+res["terminal"] = terminal("cat vault/key.txt note.txt")["output"]
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.parametrize("level", [p for p in LEVEL if p.id in ("none", "isolated")])
+def test_denied_paths_are_masked_from_the_script_and_its_commands_at_isolated(level, world):
+    """A world-readable folder and file the configuration denies, inside the working
+    directory: at ``isolated`` an empty mount only root may open hides each from the
+    script and its commands. At ``none`` (the negative control) both read them.
+    (``restricted`` cannot: Landlock allows folders and cannot carve a hole in one.)"""
+    work = world["work"]
+    (work / "vault").mkdir()
+    (work / "vault" / "key.txt").write_text("VAULT KEY\n")
+    (work / "note.txt").write_text("DENIED NOTE\n")
+    res = run(level, world, HIDDEN, **{"files.denied_paths": [str(work / "vault"),
+                                                              str(work / "note.txt")]})
+    text = json.dumps(res)
+    if level == "none":
+        assert "VAULT KEY" in res["terminal"] and "DENIED NOTE" in res["terminal"], res
+        assert res["listing"] == ["key.txt"], res
+        return
+    assert "VAULT KEY" not in text and "DENIED NOTE" not in text, res
+    assert res["vault/key.txt"] == res["note.txt"] == res["listing"] == "PermissionError", res
+    assert (work / "vault" / "key.txt").read_text() == "VAULT KEY\n"  # untouched on the host
