@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from execengine.engine import cellsweep
 from execengine.engine.capture import OutputCapture
 from execengine.launch.base import Child
 
@@ -297,6 +298,13 @@ class KernelProcess:
     def kill(self) -> None:
         """Kill the kernel and everything it started (bounded)."""
         self.child.kill()
+
+    def sweep(self) -> int:
+        """Kill what the last cell left running, from the host (see :mod:`.cellsweep`:
+        the kernel's own sweep runs where a cell can replace it); how many."""
+        if self.closed:
+            return 0
+        return cellsweep.sweep(getattr(self.child, "cgroup_dirs", ()), self.pid)
 
     def close(self) -> None:
         """End the kernel: EOF on its command pipe (it kills its own tree and exits), a

@@ -281,6 +281,8 @@ class SessionManager:
                 finally:
                     kernel.channel.close_cell()
                     cell_ended.set()
+                if not outcome.state_lost:
+                    kernel.process.sweep()
                 kernel.cells += 1
                 calls = kernel.channel.tool_calls_made
                 lost = kernel.process.closed_streams

@@ -441,3 +441,36 @@ def test_denied_paths_are_masked_from_the_script_and_its_commands_at_isolated(le
     assert "VAULT KEY" not in text and "DENIED NOTE" not in text, res
     assert res["vault/key.txt"] == res["note.txt"] == res["listing"] == "PermissionError", res
     assert (work / "vault" / "key.txt").read_text() == "VAULT KEY\n"  # untouched on the host
+
+
+DISARM = """
+import subprocess, sys
+for module in list(sys.modules.values()):  # the kernel's own sweep, replaced
+    if hasattr(module, "kill_leftover_processes") and hasattr(module, "Kernel"):
+        module.kill_leftover_processes = lambda seconds=2.0: 0
+subprocess.Popen(["sleep", "{marker}"], start_new_session=True)
+kept = 42
+print("planted")
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_cell_that_disarms_the_kernels_sweep_leaves_nothing_running(level, world):
+    """The kernel kills a cell's leftovers in the sandbox, where the cell can replace
+    that code; the host sweeps the kernel's cgroup after the cell too. At ``none`` (no
+    cgroup: the negative control) the disarmed kernel leaves the process running."""
+    marker = "49" + str(secrets.randbelow(10 ** 6))
+    with _engine(level, world) as engine:
+        try:
+            result = engine.execute(DISARM.format(marker=marker), cwd=str(world["work"]),
+                                    session="s")
+            assert result.status == "success" and result.output == "planted\n", result
+            if level == "none":
+                assert _daemons(marker), "the probe planted nothing"
+            else:
+                assert wait_until(lambda: not _daemons(marker), 3.0), _daemons(marker)
+            again = engine.execute("print(kept)", cwd=str(world["work"]), session="s")
+            assert again.output.strip() == "42", again  # the kernel and its state live on
+        finally:
+            for proc in _daemons(marker):
+                proc.kill()
