@@ -117,6 +117,8 @@ class Channel:
         self.generation = 0
         #: times a client had to wait because the execution held its maximum of connections
         self.refused_connections = 0
+        #: connections of this execution open now (they share its reply bound)
+        self.peers = 0
 
     @property
     def endpoint(self) -> str:

@@ -8,7 +8,9 @@ when the socket becomes writable. A reply is never dropped while the peer is con
 Backpressure instead of loss: when more than :data:`OUT_HIGH` bytes wait for a peer that
 does not read (each queued reply counted with its :data:`ENTRY_COST`), the loop stops
 reading *from that peer* (its further calls stay in its own socket buffer) until the queue
-is below :data:`OUT_LOW`. Other peers are not affected.
+is below :data:`OUT_LOW`. Other peers are not affected. The bounds are an execution's, shared
+by its open connections: with ``n`` of them each may queue ``OUT_HIGH / n``, so a script
+that opens its maximum of connections and reads none holds no more host memory than one.
 
 All changes of the epoll interest mask and the close happen under the connection's lock,
 so a worker never writes to a closed (possibly reused) file descriptor.
@@ -81,7 +83,7 @@ class Connection:
             was_empty = not self._out
             self._out.append(view)
             self._out_bytes += len(view) + ENTRY_COST
-            if self._reading and self._out_bytes > OUT_HIGH:
+            if self._reading and self._out_bytes > OUT_HIGH // self._sharers():
                 self._reading = False
             if was_empty or not self._reading:
                 self._rearm()
@@ -138,7 +140,8 @@ class Connection:
                 else:
                     self._out[0] = head[sent:]
                     break
-            if not self._reading and self._out_bytes < OUT_LOW:
+            if not self._reading and (not self._out
+                                      or self._out_bytes < OUT_LOW // self._sharers()):
                 self._reading = True
             self._rearm()
 
@@ -153,6 +156,10 @@ class Connection:
             with contextlib.suppress(OSError, ValueError):
                 self._epoll.unregister(self.fd)
             self.sock.close()
+
+    def _sharers(self) -> int:
+        """How many connections share the execution's reply bound now (at least 1)."""
+        return max(1, self.channel.peers)
 
     def _rearm(self) -> None:
         # under self._lock

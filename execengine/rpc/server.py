@@ -557,6 +557,7 @@ class RpcServer:
                                       self.max_message_bytes)
                     conn.uid = _peer_uid(sock)
                     listener.conns.add(conn)
+                    channel.peers = len(listener.conns)
                     with self._lock:
                         self._handlers[conn.fd] = conn
                     self._epoll.register(conn.fd, select.EPOLLIN)  # type: ignore[union-attr]
@@ -586,6 +587,7 @@ class RpcServer:
         if listener is not None:
             with listener.lock:
                 listener.conns.discard(conn)
+                conn.channel.peers = len(listener.conns)
                 if listener.full and not listener.closed:
                     listener.full = False  # room again: take the next waiting client
                     with contextlib.suppress(OSError, ValueError):
@@ -610,6 +612,8 @@ class RpcServer:
             return
         if mask & select.EPOLLOUT:
             conn.flush()
+            if conn.reading and conn.decoder.buffered() and conn not in self._unfinished:
+                self._unfinished[conn] = None  # its input held back while it was not read
         if mask:
             if conn in self._unfinished or not mask & (select.EPOLLIN | _HUP):
                 return  # buffered input goes first; it has its own turn
@@ -630,6 +634,11 @@ class RpcServer:
                 if conn.closed:
                     return
                 self._message(conn, msg)
+                if not conn.reading:
+                    # its replies wait for it to read them: the rest of its input waits
+                    # too (each message would queue another reply), until it reads again
+                    self._unfinished.pop(conn, None)
+                    return
                 if n >= MESSAGE_BATCH:
                     self._unfinished[conn] = None  # the rest next turn, after the others
                     return
