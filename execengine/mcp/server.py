@@ -113,6 +113,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def rebinding_guard(host: str, token: str | None) -> Any:
+    """The SDK's ``TransportSecuritySettings``: DNS-rebinding protection (``Host`` and
+    ``Origin`` checked) for a server bound to ``host`` without a token: the only names a
+    loopback server answers to are its own address and the loopback names. The SDK turns it on by itself only for the
+    exact hosts ``127.0.0.1``, ``localhost`` and ``::1``, so a server on ``127.0.0.2``
+    (any of 127/8) ran code for a page on any rebound name. With a token (a browser page
+    does not have it) the check is left off: remote clients use whatever name reaches the
+    machine."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    if token:
+        return None
+    own = f"[{host}]" if ":" in host else host
+    names = list(dict.fromkeys([own, "127.0.0.1", "localhost", "[::1]"]))
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:*" for n in names],
+        allowed_origins=[f"http://{n}:*" for n in names])
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` for IPv6; PORT 0 picks a free one)."""
     host, sep, port = text.rpartition(":")
@@ -152,7 +172,8 @@ async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str
                        "it could run code; set one with --token-env VAR (or bind to "
                        "127.0.0.1)")
     server = build_server(registry, serve_tools=serve_tools)
-    app: Any = server.streamable_http_app(host=host)
+    app: Any = server.streamable_http_app(host=host,
+                                          transport_security=rebinding_guard(host, token))
     if token:
         app = BearerToken(app, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -228,13 +228,13 @@ def test_execute_code_at_none_with_nobody_to_ask_is_blocked(policy, tmp_path, en
     assert "BLOCKED" in text and replies[1]["result"]["isError"], text
 
 
-def _post(port: int, headers: dict) -> int:
+def _post(port: int, headers: dict, addr: str = "127.0.0.1") -> int:
     import http.client
 
     body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "redteam", "version": "0"}}})
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=START)
+    conn = http.client.HTTPConnection(addr, port, timeout=START)
     try:
         conn.request("POST", "/mcp", body=body, headers={
             "Content-Type": "application/json",
@@ -246,19 +246,23 @@ def _post(port: int, headers: dict) -> int:
         conn.close()
 
 
-def test_http_on_loopback_refuses_a_rebound_host_or_a_foreign_origin(tmp_path, env):
-    """DNS rebinding: a web page whose name now points at 127.0.0.1 sends its own Host
-    and Origin; the loopback server must refuse both (no token is needed there)."""
-    proc, url = _serve(_config(tmp_path, TRUSTED), env, "--http", "127.0.0.1:0")
+@pytest.mark.parametrize("addr", ["127.0.0.1", "127.0.0.2"])
+def test_http_on_loopback_refuses_a_rebound_host_or_a_foreign_origin(tmp_path, env, addr):
+    """DNS rebinding: a web page whose name now points at the server's loopback address
+    sends its own Host and Origin; the server must refuse both (no token is needed on
+    loopback). Any loopback address: the SDK guards only 127.0.0.1, localhost and ::1 by
+    itself, and a server on 127.0.0.2 ran a rebound page's code."""
+    proc, url = _serve(_config(tmp_path, TRUSTED), env, "--http", f"{addr}:0")
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     try:
-        own = _post(port, {"Host": f"127.0.0.1:{port}"})  # the negative control
-        rebound = _post(port, {"Host": "evil.example.com"})
-        prefixed = _post(port, {"Host": "localhost.evil.example.com"})
-        origin = _post(port, {"Host": f"127.0.0.1:{port}",
-                              "Origin": "http://evil.example.com"})
+        own = _post(port, {"Host": f"{addr}:{port}"}, addr)  # the negative control
+        named = _post(port, {"Host": f"localhost:{port}"}, addr)
+        rebound = _post(port, {"Host": "evil.example.com"}, addr)
+        prefixed = _post(port, {"Host": "localhost.evil.example.com"}, addr)
+        origin = _post(port, {"Host": f"{addr}:{port}",
+                              "Origin": "http://evil.example.com"}, addr)
     finally:
         _stop(proc)
-    assert own == 200
+    assert own == 200 and named == 200, (own, named)
     assert rebound in (403, 421) and prefixed in (403, 421), (rebound, prefixed)
     assert origin in (403, 421), origin
