@@ -307,8 +307,9 @@ class PolicyConfig(_Section):
         "renamed or replaced either)",
     )
     network: Literal["off", "allowlist", "on"] | None = option(
-        None, "network of scripts and their tool calls (default: on when "
-        "code_execution.network, else off)",
+        None, "network of scripts' own sockets; allowlist binds their web_* calls too "
+        "(under off those still fetch through the host's guarded fetcher, as the agent's "
+        "do) (default: on when code_execution.network, else off)",
     )
     allowed_domains: tuple[str, ...] = option(
         (), "network: allowlist: domains reachable (example.com, *.example.com, an IP)"
