@@ -39,6 +39,7 @@ LAZY_ALLOWED = {
     ("execengine.mcp.manager", "mcp_types"),
     ("execengine.mcp.server", "mcp.server.lowlevel"),
     ("execengine.mcp.server", "mcp.server.stdio"),
+    ("execengine.mcp.server", "mcp.server.transport_security"),
     ("execengine.mcp.server", "mcp_types"),
     ("execengine.mcp.server", "uvicorn"),
 }
