@@ -2,7 +2,8 @@
 
 Rules, in order:
 
-1. a host matching ``denied_domains`` is refused (deny wins);
+1. a host matching ``denied_domains`` is refused (deny wins), compared in the ASCII form
+   the resolver looks up, and so is a name that resolves to a denied address or network;
 2. an IP literal is allowed only when that address (or a CIDR network holding it) is listed
    in ``allowed_domains``;
 3. a name must match ``allowed_domains``: ``example.com`` matches that host only,
@@ -26,7 +27,17 @@ from execengine.web.guard import AddressPolicy, Resolver, embedded_ipv4, system_
 
 
 def _norm(host: str) -> str:
-    return host.strip().lower().rstrip(".").strip("[]")
+    """A host or an entry as it is matched: lower case, no trailing dot or brackets, and a
+    name in the ASCII form the resolver looks up (its IDNA form: what ``getaddrinfo``
+    resolves for a non-ASCII name, where a soft hyphen, say, is dropped). A name with no
+    such form is kept as it is: it matches nothing listed in ASCII, and cannot resolve."""
+    text = host.strip().lower().rstrip(".").strip("[]")
+    if text.isascii():
+        return text
+    try:
+        return text.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return text
 
 
 def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -92,19 +103,32 @@ class DomainPolicy:
         if not any(matches(host, e) for e in self.allowed):
             raise DomainRefused(f"{host} is not in the allowed domains")
 
+    def check_addresses(self, host: str, addresses: Iterable[str]) -> list[str]:
+        """``addresses`` (what ``host`` resolved to), unless one is denied: a denied
+        address or network is refused by whatever name reaches it."""
+        nets = [e for e in self.denied if _ip(_norm(e).split("/")[0]) is not None]
+        out = list(addresses)
+        for addr in out:
+            hit = next((e for e in nets if matches(_norm(addr), e)), None)
+            if hit is not None:
+                raise DomainRefused(f"{_norm(host)} resolves to {addr}, which is denied "
+                                    f"({hit})")
+        return out
+
     def vet(self, host: str, port: int, resolver: Resolver = system_resolver) -> list[str]:
-        """The addresses to connect to for ``host`` (all four rules), or
-        :class:`DomainRefused`."""
+        """The addresses to connect to for ``host`` (all four rules, and no address
+        denied), or :class:`DomainRefused`."""
         self.check_host(host)
         guard = AddressPolicy(allow_private=False, allowed_hosts=self.explicit_hosts())
         try:
-            return guard.vet(_norm(host), port, resolver)
+            addresses = guard.vet(_norm(host), port, resolver)
         except DomainRefused:
             raise
         except BlockedAddressError as exc:
             raise DomainRefused(f"{_norm(host)}: internal address refused ({exc})") from exc
         except ConnectionFailedError as exc:
             raise DomainRefused(str(exc)) from exc
+        return self.check_addresses(host, addresses)
 
 
 @dataclass(frozen=True)
@@ -124,7 +148,11 @@ class DomainGuard(AddressPolicy):
             raise BlockedAddressError(f"refused by the network allow-list: {exc}") from exc
         inner = AddressPolicy(self.allow_private,
                               (*self.allowed_hosts, *self.domains.explicit_hosts()))
-        return inner.vet(host, port, resolver)
+        addresses = inner.vet(_norm(host), port, resolver)
+        try:
+            return self.domains.check_addresses(host, addresses)
+        except DomainRefused as exc:
+            raise BlockedAddressError(f"refused by the network allow-list: {exc}") from exc
 
 
 def guard_fetcher(fetcher: Fetcher, domains: DomainPolicy) -> Fetcher:

@@ -116,11 +116,11 @@ def is_loopback(host: str) -> bool:
 def rebinding_guard(host: str, token: str | None) -> Any:
     """The SDK's ``TransportSecuritySettings``: DNS-rebinding protection (``Host`` and
     ``Origin`` checked) for a server bound to ``host`` without a token: the only names a
-    loopback server answers to are its own address and the loopback names. The SDK turns it on by itself only for the
-    exact hosts ``127.0.0.1``, ``localhost`` and ``::1``, so a server on ``127.0.0.2``
-    (any of 127/8) ran code for a page on any rebound name. With a token (a browser page
-    does not have it) the check is left off: remote clients use whatever name reaches the
-    machine."""
+    loopback server answers to are its own address and the loopback names. The SDK turns
+    it on by itself only for the exact hosts ``127.0.0.1``, ``localhost`` and ``::1``, so
+    a server on ``127.0.0.2`` (any of 127/8) ran code for a page on any rebound name. With
+    a token (a browser page does not have it) the check is left off: remote clients use
+    whatever name reaches the machine."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     if token:

@@ -12,8 +12,9 @@ import urllib.request
 
 import pytest
 
-from execengine.confine.domains import DomainPolicy, DomainRefused
+from execengine.confine.domains import DomainGuard, DomainPolicy, DomainRefused
 from execengine.confine.proxy import AllowListProxy
+from execengine.errors import BlockedAddressError
 
 
 def loopback_dns(host: str, port: int) -> list[str]:
@@ -102,6 +103,40 @@ def test_deny_wins_over_a_wildcard(origin):
     with pytest.raises(DomainRefused, match="denied"):
         policy.check_host("BAD.test.")
     policy.check_host("good.test")  # a wildcard match passes the name rules
+
+
+def _idna_dns(table):
+    """A resolver that looks names up as getaddrinfo does: in their IDNA form."""
+    return lambda host, port: table[host.encode("idna").decode("ascii")]
+
+
+def test_deny_wins_over_spellings_the_resolver_folds_and_names_of_denied_addresses():
+    """A soft hyphen (U+00AD) is dropped by the IDNA form getaddrinfo resolves, so
+    'sec\xadret.pub.test' reached the denied 'secret.pub.test'; a name resolving to a
+    denied address or network reached it too (deny was checked on the text only)."""
+    policy = DomainPolicy.of(["*.pub.test"], ["secret.pub.test", "11.22.33.44",
+                                              "11.23.0.0/16"])
+    dns = _idna_dns({"secret.pub.test": ["11.22.33.44"], "other.pub.test": ["11.22.33.44"],
+                     "net.pub.test": ["11.23.8.7"], "fine.pub.test": ["93.184.216.34"]})
+    for host in ("sec\xadret.pub.test", "SECRET.pub.test.", "other.pub.test",
+                 "net.pub.test"):
+        with pytest.raises(DomainRefused, match="denied"):
+            policy.vet(host, 80, dns)
+    assert policy.vet("fine.pub.test", 80, dns) == ["93.184.216.34"]  # the control
+    guard = DomainGuard(False, (), policy)  # the web tools' guard: the same rules
+    with pytest.raises(BlockedAddressError, match="denied"):
+        guard.vet("other.pub.test", 80, dns)
+    assert guard.vet("fine.pub.test", 80, dns) == ["93.184.216.34"]
+
+
+def test_the_proxy_refuses_a_denied_name_spelled_with_a_soft_hyphen(origin):
+    policy = DomainPolicy.of(["*.test"], ["secret.test"])
+    with AllowListProxy(policy, resolver=_idna_dns({"secret.test": ["93.184.216.34"]})) \
+            as proxy, socket.create_connection(("127.0.0.1", proxy.port), 10) as s:
+        s.sendall(b"GET http://sec\xadret.test:" + str(origin).encode()
+                  + b"/ HTTP/1.1\r\nHost: secret.test\r\n\r\n")
+        head = s.recv(4096).decode("latin-1")
+    assert head.startswith("HTTP/1.1 403") and "denied" in head, head
 
 
 def test_a_wildcard_never_unlocks_internal_addresses(origin, echo):
