@@ -35,11 +35,18 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 MAX_TIMEOUT = 30 * 86400.0
 
 
+def is_timeout(value: Any) -> bool:
+    """Whether ``value`` is a wall-clock limit in seconds: a finite number (not a bool) in
+    (0, MAX_TIMEOUT]. The one check for every place a limit comes in (an argument in code,
+    a batch line, a script's terminal call); config.yaml's go through the option bounds."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and 0 < value <= MAX_TIMEOUT)
+
+
 def checked_timeout(value: Any, what: str = "timeout") -> float:
-    """``value`` as a wall-clock limit in seconds: a finite number in (0, MAX_TIMEOUT];
-    else :class:`ConfigError` (an argument given in code, checked as the config's are)."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT):
+    """``value`` as a wall-clock limit in seconds (:func:`is_timeout`); else
+    :class:`ConfigError` (an argument given in code, checked as the config's are)."""
+    if not is_timeout(value):
         raise ConfigError(f"{what} must be a positive number of seconds up to "
                           f"{MAX_TIMEOUT:g} (30 days), got {value!r}")
     return float(value)

@@ -14,12 +14,11 @@ reported as a result and never stops the batch. The reader streams: it never hol
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from execengine.config import MAX_TIMEOUT
+from execengine.config import MAX_TIMEOUT, is_timeout
 
 MODES = ("project", "strict")
 KEYS = ("id", "code", "cwd", "toolsets", "timeout", "mode", "session", "retry_safe", "meta")
@@ -93,10 +92,7 @@ def parse_task(value: Any, line: int = 0) -> Task | InvalidLine:
                                      and all(isinstance(t, str) and t for t in toolsets)):
         return bad("'toolsets' must be a list of toolset names")
     timeout = value.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool)
-                                or not isinstance(timeout, int | float)
-                                or not math.isfinite(timeout) or timeout <= 0
-                                or timeout > MAX_TIMEOUT):
+    if timeout is not None and not is_timeout(timeout):
         return bad(f"'timeout' must be a positive number of seconds, at most {MAX_TIMEOUT:g}")
     mode = value.get("mode")
     if mode is not None and mode not in MODES:

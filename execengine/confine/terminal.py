@@ -152,22 +152,26 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
     code = outcome.exit_code
     timed_out = outcome.reason == "timeout"
     if timed_out:
-        text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
-            f"[command timed out after {timeout:g} s and was killed]")
+        text = _noted(text, f"command timed out after {timeout:g} s and was killed")
         exit_code = TIMEOUT_EXIT_CODE
     elif outcome.reason == "interrupted":
-        text = (text.rstrip("\n") + "\n" if text.strip() else "") + f"[{INTERRUPTED_TEXT}]"
+        text = _noted(text, INTERRUPTED_TEXT)
         exit_code = INTERRUPTED_EXIT_CODE
     elif code is None:
         exit_code = -1
     else:
         exit_code = 128 - code if code < 0 else code
     if outcome.oom_kills:  # counted through the command's cgroup, before its teardown
-        text = (text.rstrip("\n") + "\n" if text.strip() else "") + (
-            f"[{oom_message(config.code_execution.memory_mb, 'A process of the command')}]")
+        text = _noted(text, oom_message(config.code_execution.memory_mb,
+                                        "A process of the command"))
     return CommandResult(output=text, exit_code=exit_code, duration=time.monotonic() - start,
                          cwd=new_cwd if outcome.reason == "exited" else None, timed_out=timed_out,
                          truncated=captured.truncated, total_chars=captured.total_bytes)
+
+
+def _noted(text: str, note: str) -> str:
+    """The command's output with ``[note]`` on a line of its own after it."""
+    return (text.rstrip("\n") + "\n" if text.strip() else "") + f"[{note}]"
 
 
 def _read_pwd(fd: int) -> str | None:

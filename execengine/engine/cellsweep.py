@@ -20,6 +20,8 @@ import signal
 import time
 from collections.abc import Iterable
 
+from execengine.isolation import cgroups
+
 #: how long the sweep goes on while it still finds descendants (forks racing it)
 SWEEP_SECONDS = 1.0
 
@@ -42,21 +44,12 @@ def _status(pid: int) -> tuple[int, int] | None:
     return ppid, nspid if nspid is not None else pid
 
 
-def _members(cgroup_dirs: Iterable[str]) -> set[int]:
-    found: set[int] = set()
-    for d in cgroup_dirs:
-        with contextlib.suppress(OSError, ValueError), \
-                open(os.path.join(d, "cgroup.procs")) as fh:
-            found.update(int(x) for x in fh.read().split())
-    return found
-
-
 def descendants(cgroup_dirs: Iterable[str], kernel_pid: int) -> list[int]:
     """Host pids of the processes in the cgroup that descend from the kernel (whose pid
     in its namespace is ``kernel_pid``), the kernel itself not included."""
     parents: dict[int, int] = {}
     kernel = None
-    for pid in _members(cgroup_dirs):
+    for pid in cgroups.members(cgroup_dirs):
         st = _status(pid)
         if st is None:
             continue

@@ -22,6 +22,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 ROOT = "/sys/fs/cgroup"
@@ -155,11 +156,7 @@ class ExecCgroup:
             _write(d, "cgroup.procs", str(pid or os.getpid()))
 
     def pids(self) -> list[int]:
-        found: set[int] = set()
-        for d in self.dirs:
-            with contextlib.suppress(OSError), open(os.path.join(d, "cgroup.procs")) as fh:
-                found.update(int(x) for x in fh.read().split())
-        return sorted(found)
+        return members(self.dirs)
 
     def oom_kills(self) -> int:
         """How many of the group's processes the kernel's OOM killer has ended: the
@@ -255,6 +252,16 @@ class ExecCgroup:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def members(dirs: Iterable[str]) -> list[int]:
+    """The pids in the ``cgroup.procs`` of these directories (one execution's group, in
+    each hierarchy it spans), sorted; a directory gone meanwhile holds none."""
+    found: set[int] = set()
+    for d in dirs:
+        with contextlib.suppress(OSError), open(os.path.join(d, "cgroup.procs")) as fh:
+            found.update(int(x) for x in fh.read().split())
+    return sorted(found)
 
 
 def _write(d: str, name: str, value: str) -> None:

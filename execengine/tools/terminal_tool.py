@@ -9,13 +9,12 @@ execute_code may run foreground commands only.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 from typing import Any
 
 from execengine.approval.gate import check_command
-from execengine.config import MAX_TIMEOUT, Config
+from execengine.config import MAX_TIMEOUT, Config, is_timeout
 from execengine.confine.policy import ExecutionPolicy, policy_of
 from execengine.confine.terminal import AGENT_SANDBOX, AgentSandbox, run_sandboxed
 from execengine.context import ToolContext
@@ -113,8 +112,7 @@ def _int_arg(args: dict[str, Any], name: str) -> float | None:
     value = args.get(name)
     if value is None:
         return None
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT):
+    if not is_timeout(value):
         raise ValueError(f"{name} must be a positive number of seconds, at most "
                          f"{MAX_TIMEOUT:g}, got {value!r}")
     return float(value)
