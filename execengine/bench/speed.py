@@ -21,7 +21,11 @@ Suites (``execengine bench speed --suite NAME``; all by default):
 - **scaling**: a script making 10 to 1,000 ``read_file`` calls against the same calls
   dispatched in-process, and scripts printing 1 KB to 100 MB against a bare interpreter
   printing the same into a pipe that is read and discarded;
-- **memory**: the host's resident memory over many executions (it must stay flat).
+- **memory**: the host's resident memory over many executions (it must stay flat);
+- **reference** (with ``--reference PYTHON``, an interpreter with the reference system,
+  Hermes ``execute_code``: see :mod:`~execengine.bench.reference`): ``print("hi")`` end to
+  end and its CPU at ``none`` and at the default level, a no-op tool round trip, and trivial
+  executions per second with 4 callers, each against the reference's own, interleaved.
 
 Every benchmark lives in this package, so it runs from an installed wheel. Figures are
 medians with min and p90 (``--json`` adds p99 and the sample counts). Benchmarks print
@@ -49,17 +53,20 @@ from typing import Any
 import psutil
 
 from execengine._runtime import runtime_module
+from execengine.bench import reference
 from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config, load_config
 from execengine.context import CallContext
 from execengine.engine.core import Engine
+from execengine.errors import BenchError
 from execengine.isolation import detect
 from execengine.launch.base import LaunchSpec
 from execengine.launch.factory import make_launcher
 from execengine.policy import ToolPolicy
 from execengine.registry import ToolRegistry
 
-SUITES = ("startup", "launch", "roundtrip", "concurrency", "throughput", "scaling", "memory")
+SUITES = ("startup", "launch", "roundtrip", "concurrency", "throughput", "scaling", "memory",
+          "reference")
 LEVELS = ("none", "restricted", "isolated")
 NOOP_SCHEMA = {"description": "A tool that does nothing (optionally sleeps).", "parameters": {
     "type": "object", "properties": {"sleep": {"type": "number"}}}}
@@ -642,6 +649,99 @@ def memory(config: Config, *, quick: bool) -> list[Figure]:
                    Spread.of([start]), "MiB", "after 50 warm-up runs")]
 
 
+def versus_reference(config: Config, python: str, *, reps: int,
+                     emit: Callable[[str], None]) -> list[Figure]:
+    """The **reference** suite: ours against the reference's ``execute_code``."""
+
+    out: list[Figure] = []
+    with reference.Reference(python) as ref, tempfile.TemporaryDirectory() as cwd, \
+            contextlib.ExitStack() as stack:
+        here = sys.version.split()[0]
+        emit(f"reference: hermes-agent {ref.version} on python {ref.python}"
+             + ("" if ref.python == here else f" (ours: {here}; not the same interpreter)"))
+        engines = {"none": stack.enter_context(noop_engine(config, "none"))}
+        default = stack.enter_context(noop_engine(config))
+        if default.launcher.level != "none":
+            engines[default.launcher.level] = default
+        cpu: dict[str, list[float]] = {}
+
+        def ours(lv: str) -> Callable[[], float]:
+            def run() -> float:
+                wall, used = _cpu_and_wall(lambda: _checked(
+                    engines[lv].execute('print("hi")', mode="project", cwd=cwd), 'print("hi")'))
+                cpu.setdefault(lv, []).append(used)
+                return wall
+            return run
+
+        def theirs() -> float:
+            r = ref.run('print("hi")')
+            if r.outputs != ["hi\n"]:
+                raise BenchError(f"the reference printed {r.outputs!r}, not 'hi'")
+            cpu.setdefault("reference", []).append(r.cpu)
+            return r.wall
+
+        for _ in range(3):  # warm-up: spawner, probes, stub; the reference's own imports
+            theirs()
+            for lv in engines:
+                ours(lv)()
+        cpu.clear()
+        starts = interleaved(reps, lambda: ref.run(None).wall,
+                             lambda: timed(lambda: subprocess.run(
+                                 [sys.executable, "-c", "pass"], check=True)))
+        start_ref, start_ours = Spread.of(starts[0]), Spread.of(starts[1])
+        out.append(Figure("python -c pass, our interpreter", start_ours.scaled(1000),
+                          start_ref.scaled(1000), "ms", "the reference's"))
+        if not 0.85 < start_ours.median / start_ref.median < 1.15:
+            emit("note: the two interpreters do not start alike (site's .pth files?), so the "
+                 "figures below compare more than the engines: make the reference's venv "
+                 "with --system-site-packages")
+        walls = interleaved(reps, theirs, *[ours(lv) for lv in engines])
+        wall_ref, cpu_ref = Spread.of(walls[0]).scaled(1000), Spread.of(cpu["reference"])
+        for lv, samples in zip(engines, walls[1:], strict=True):
+            out.append(Figure(f'print("hi") at {lv}', Spread.of(samples).scaled(1000), wall_ref,
+                              "ms", "the reference"))
+            out.append(Figure(f'CPU per print("hi") at {lv}', Spread.of(cpu[lv]).scaled(1000),
+                              cpu_ref.scaled(1000), "ms", "the reference"))
+        out.append(_round_trips_versus(config, ref, reps=reps))
+        out.append(_throughput_versus(default, ref, reps=reps))
+    return out
+
+
+def _round_trips_versus(config: Config, ref: reference.Reference, *, reps: int) -> Figure:
+    calls, ours, theirs = 200, [], []
+    with noop_engine(config, "none", **{"code_execution.mode": "strict"}) as engine:
+
+        def mine() -> float:
+            r = _checked(engine.execute(ROUND_TRIPS.format(n=calls)), "round trips")
+            ours.extend(json.loads(r.output))
+            return 0.0
+
+        def reference_calls() -> float:
+            theirs.extend(json.loads(ref.run(reference.ROUND_TRIPS.format(n=calls)).outputs[0]))
+            return 0.0
+
+        interleaved(max(3, reps // 4), reference_calls, mine)
+    return Figure("no-op tool round trip", Spread.of(ours).scaled(1e6),
+                  Spread.of(theirs).scaled(1e6), "us", "the reference", show_p99=True)
+
+
+def _throughput_versus(engine: Any, ref: reference.Reference, *, reps: int) -> Figure:
+    workers, count = 4, 16
+    ref.run("pass", count=workers, workers=workers)
+
+    def mine() -> float:
+        return _rate(count, workers, lambda: _checked(engine.execute("pass", tools=[]),
+                                                      "trivial execution"))
+
+    def theirs() -> float:
+        return count / ref.run("pass", count=count, workers=workers).wall
+
+    rates = interleaved(max(3, reps // 5), theirs, mine)
+    return Figure(f"executions/s, {workers} callers ({engine.launcher.level})",
+                  Spread.of(rates[1]), Spread.of(rates[0]), "exec/s", "the reference",
+                  higher_better=True)
+
+
 #: the fields of ``psutil.cpu_times()`` that add up to the machine's time (guest time is
 #: counted in user time already)
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -660,11 +760,17 @@ def machine_during(before: Any, after: Any) -> dict[str, float]:
 
 
 def run_all(*, quick: bool, config_path: str | None = None, suites: list[str] | None = None,
-            json_path: str | None = None, emit: Callable[[str], None] = print) -> int:
-    """Everything ``execengine bench speed`` runs; returns an exit status."""
+            json_path: str | None = None, reference_python: str | None = None,
+            emit: Callable[[str], None] = print) -> int:
+    """Everything ``execengine bench speed`` runs; returns an exit status. The
+    **reference** suite runs when ``reference_python`` is given (all suites then include it)."""
     started = time.perf_counter()
     config = load_config(config_path) if config_path else Config()
-    chosen = suites or list(SUITES)
+    chosen = suites or [s for s in SUITES if s != "reference" or reference_python]
+    if "reference" in chosen and not reference_python:
+        raise BenchError("the reference suite needs --reference PYTHON: an interpreter with "
+                         "the reference installed (pip install -r "
+                         "benchmarks/reference-requirements.txt)")
     reps = 10 if quick else 40
     levels = available_levels()
     emit(f"execengine speed benchmarks ({'quick' if quick else 'full'}, {reps} interleaved "
@@ -678,6 +784,8 @@ def run_all(*, quick: bool, config_path: str | None = None, suites: list[str] | 
         "throughput": lambda: throughput(config, reps=reps),
         "scaling": lambda: scaling(config, reps=reps, quick=quick),
         "memory": lambda: memory(config, quick=quick),
+        "reference": lambda: versus_reference(config, reference_python or "", reps=reps,
+                                              emit=emit),
     }
     report: dict[str, list[dict[str, Any]]] = {}
     cpu_before = psutil.cpu_times()

@@ -83,6 +83,10 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--suite", action="append", choices=SUITES, metavar="NAME",
                    help=f"run only this suite (repeatable): {', '.join(SUITES)}")
     s.add_argument("--json", metavar="PATH", help="also write the figures as JSON here")
+    s.add_argument("--reference", metavar="PYTHON",
+                   help="also run the reference suite: ours against the reference system's "
+                        "execute_code, run by this interpreter (one with hermes-agent "
+                        "installed: pip install -r benchmarks/reference-requirements.txt)")
     s.set_defaults(func=run_speed)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
@@ -140,4 +144,4 @@ def run_tokens(args: argparse.Namespace) -> int:
 def run_speed(args: argparse.Namespace) -> int:
 
     return run_all(quick=args.quick, config_path=getattr(args, "config", None),
-                   suites=args.suite, json_path=args.json)
+                   suites=args.suite, json_path=args.json, reference_python=args.reference)
