@@ -3,10 +3,13 @@
 In a built wheel they ship inside the package as ``execengine/_data/<name>``; in a source
 checkout (editable install) they sit at the top of the repository. The wheel location is
 tried first, so an installed package never reaches outside itself.
+
+Also the one host resource the engine sizes itself by: the CPUs it may use.
 """
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from pathlib import Path
 
@@ -31,3 +34,11 @@ def stubs_dir() -> Path:
 
 def sandbox_dir() -> Path:
     return resource_dir("sandbox")
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where there is one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)

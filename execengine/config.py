@@ -129,6 +129,13 @@ class CodeExecutionConfig(_Section):
     max_message_bytes: int = option(
         16 * 1024 * 1024, "largest RPC message accepted from a child", min=4096
     )
+    rpc_spin: float = option(
+        0.0001, "seconds the host's RPC loop polls for a script's next call after a message "
+        "before it sleeps, while fewer executions run than the host has CPUs (0: never); "
+        "halves a fast call's round trip, but other host threads may wait up to the "
+        "interpreter's switch interval (5 ms) for the interpreter lock meanwhile",
+        min=0.0, max=0.01,
+    )
     spill_max_age_hours: float = option(
         24.0, "spill files (full stdout of truncated runs) older than this are deleted at "
         "engine start", min=0.0,

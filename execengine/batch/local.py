@@ -5,13 +5,13 @@ Tasks of one session run one at a time, in file order (:mod:`execengine.batch.se
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+from execengine._resources import usable_cpus
 from execengine.batch.executor import Executor, run_task
 from execengine.batch.outcome import TaskOutcome
 from execengine.batch.sessions import SessionOrder
@@ -26,10 +26,7 @@ POLL_SECONDS = 0.2
 
 def default_concurrency() -> int:
     """What this machine sustains: one execution per CPU this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
+    return usable_cpus()
 
 
 class LocalExecutor(Executor):

@@ -17,12 +17,19 @@ tool can hold at most one thread this way). The thread that ran the call becomes
 standby, or ends if there is one already. The standby only polls while calls run inline,
 and sleeps once none has for :data:`STANDBY_COOL`.
 
-The loop does not poll for the next message before it sleeps in ``epoll``, although that
-would save the wake-up (the script's client does poll for its reply, in its own process):
-a Python thread that polls takes the interpreter lock back after every poll, so every
-other thread of the host, the embedding application's too, would wait for the 5 ms forced
-switch while a script calls fast tools in a loop (measured: another host thread's p99
-wake-up 0.2 -> 0.8 ms, 7 ms with a script pacing its calls to keep the loop polling).
+**After a message the loop polls for the next one** for ``spin`` seconds (default
+:data:`SPIN`) before it sleeps in ``epoll``: a script calling fast tools sends its next
+call within tens of microseconds, and waking a sleeping thread costs more than that on a
+small VM (a no-op round trip went from 117 to 61 µs). Two costs bound when it does so:
+
+* CPU: it polls only while fewer executions are open than the host has CPUs, so that it
+  never takes a CPU a script could use (with 4 scripts calling on 2 CPUs, polling made the
+  whole 7 % slower).
+* the interpreter lock: a polling Python thread takes the lock back after every poll, so
+  another thread of the host, the embedding application's too, may wait for the
+  interpreter's forced switch (5 ms) while a script calls fast tools back to back (another
+  thread's 1 ms sleep woke late by 0.25 ms at p99 without polling, 0.6-2.2 ms with it).
+  ``spin=0`` (``code_execution.rpc_spin: 0``) keeps the loop asleep between messages.
 
 A call under the handover bound cannot stall others for long, but a tool whose calls
 alternate fast and slow (a script picks the arguments) would get every slow one run on the
@@ -74,6 +81,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable
 
+from execengine._resources import usable_cpus
 from execengine.errors import TransportError
 from execengine.rpc import protocol, zmtp
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
@@ -92,6 +100,8 @@ BACKLOG = 128
 EMFILE_PAUSE = 0.05
 #: the loop looks at queued calls' deadlines and paused listeners this often (seconds)
 TICK = 0.1
+#: seconds the loop polls for the next message after one, before it sleeps (see above)
+SPIN = 0.0001
 #: messages held while the channel does not yet know which uid its child runs as
 MAX_PENDING = 64
 #: a tool whose last call took less than this (seconds) has its calls run on the loop thread
@@ -148,8 +158,12 @@ class RpcServer:
     def __init__(self, *, max_workers: int = 256, max_message_bytes: int = 16 * 1024 * 1024,
                  socket_base: str | None = None, max_parallel_calls: int = 128,
                  max_connections: int = 128, max_wait: float = 30.0,
-                 inline_calls: bool = True) -> None:
+                 inline_calls: bool = True, spin: float = SPIN) -> None:
         self.max_message_bytes = max_message_bytes
+        #: seconds the loop polls for the next message after one (see the module docstring)
+        self.spin = spin
+        #: it polls only while fewer executions than this are open
+        self._cpus = usable_cpus()
         #: fast tools' calls run on the loop thread (see the module docstring), with these
         #: thresholds (seconds)
         self.inline_calls = inline_calls
@@ -180,6 +194,8 @@ class RpcServer:
         self._max_total = 0
         #: loop failures survived (each one restarted the loop)
         self.restarts = 0
+        #: times the loop polled for a next message instead of sleeping (see ``spin``)
+        self.polls = 0
         # -- calls on the loop thread (see the module docstring) --
         #: tool name -> its last call was fast
         self._fast: dict[str, bool] = {}
@@ -460,6 +476,7 @@ class RpcServer:
         assert epoll is not None
         next_tick = time.monotonic() + TICK
         held = self._held
+        polling_until = 0.0
         while not self._stopping:
             if held:  # kept back by the last turn (see _dispatch)
                 until = time.monotonic() + self.inline_turn
@@ -472,7 +489,15 @@ class RpcServer:
                     elif time.monotonic() >= until:
                         while held:  # the turn's share is spent: the rest to the pool
                             self._submit(held.popleft())
-            events = epoll.poll(0 if self._unfinished else TICK)
+            if self._unfinished:
+                events = epoll.poll(0)
+            elif polling_until and time.monotonic() < polling_until:
+                self.polls += 1
+                events = epoll.poll(0)
+            else:
+                events = epoll.poll(TICK)
+            if events and self.spin and len(self._listeners) < self._cpus:
+                polling_until = time.monotonic() + self.spin
             for conn in list(self._unfinished):
                 self._guarded(conn, 0)
             for fd, mask in events:

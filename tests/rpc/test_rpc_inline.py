@@ -355,3 +355,36 @@ def test_a_standby_that_cannot_start_sends_the_call_to_a_worker(rpc, monkeypatch
         _handed_over(rpc)
         tools.release.set()
         assert peer.recv()["id"] == "4"
+
+
+def _polls_after_calls(rpc, tools: Tools, calls: int = 50) -> int:
+    """The loop's polls for a next message once it has answered up to ``calls`` calls (it
+    stops calling once the loop has polled: the window may pass before the loop's next
+    turn on a loaded machine, so one call is not enough to show it)."""
+    ch, peer = _ready(rpc, tools)
+    with ch:
+        for i in range(calls):
+            assert _thread_of(peer, str(i), "fast")
+            deadline = time.monotonic() + 0.2
+            while rpc.server.polls == 0 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if rpc.server.polls:
+                break
+    return rpc.server.polls
+
+
+def test_after_a_message_the_loop_polls_for_the_next_before_it_sleeps(rpc):
+    rpc.server.spin = 0.01
+    assert _polls_after_calls(rpc, Tools()) > 0
+
+
+def test_with_spin_0_the_loop_sleeps_between_messages(rpc):
+    rpc.server.spin = 0.0
+    assert _polls_after_calls(rpc, Tools(), calls=5) == 0
+
+
+def test_the_loop_does_not_poll_when_executions_could_use_every_cpu(rpc):
+    # one execution open on a host with one CPU: the script needs it, the loop sleeps
+    rpc.server.spin = 0.01
+    rpc.server._cpus = 1
+    assert _polls_after_calls(rpc, Tools(), calls=5) == 0
