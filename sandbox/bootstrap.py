@@ -23,7 +23,10 @@ holds the staging directory, where ``_execengine/`` is a copy of this package an
 5. reports an uncaught exception through ``sys.excepthook`` with the bootstrap's own frames
    removed and exits 1 (130 for ``KeyboardInterrupt``); ``SystemExit`` behaves as usual;
 6. flushes stdout/stderr and closes the connection at exit (after the script's non-daemon
-   threads have finished).
+   threads have finished). If the script ends because its connection to the host broke
+   (a tool call raised when the host died), it first waits for the watchdog to see the
+   host gone (up to :data:`HOST_GONE_WAIT` seconds) and kills everything as the watchdog
+   would: the watchdog thread alone would die with this process before it could.
 
 Start-up cost is kept small: the bootstrap imports nothing beyond ``os`` and ``sys`` on
 the way to the script.
@@ -38,6 +41,7 @@ TYPE_CHECKING = False  # no typing import at run time: the child starts fast
 if TYPE_CHECKING:
     from collections.abc import Callable, MutableMapping
     from types import TracebackType
+    from typing import Any
 
 ENV_WATCHDOG_FD = "EXECENGINE_WATCHDOG_FD"
 ENV_SUBREAPER = "EXECENGINE_SUBREAPER"
@@ -51,6 +55,9 @@ TERMINATE = b"T"
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 EXIT_KEYBOARD_INTERRUPT = 130
+#: seconds a script whose connection broke waits, as it ends, for the watchdog to see the
+#: host gone (EOF on its descriptor comes as the host's process is torn down)
+HOST_GONE_WAIT = 2.0
 
 
 def become_subreaper() -> bool:
@@ -68,6 +75,8 @@ def become_subreaper() -> bool:
 
 #: run (last first) just before the emergency kill takes this process down
 _before_exit: list[Callable[[], None]] = []
+#: the watchdog's lock, released when it has seen the host gone (None: no watchdog)
+_host_gone: list[Any] = []
 
 
 def _watch(fd: int) -> None:
@@ -83,6 +92,8 @@ def _watch(fd: int) -> None:
                 _signal_everything(15)
     except OSError:
         pass
+    for gone in _host_gone:
+        gone.release()
     _kill_everything()
 
 
@@ -185,6 +196,9 @@ def start_watchdog(environ: MutableMapping[str, str] = os.environ) -> bool:
         return False
     import _thread
 
+    gone = _thread.allocate_lock()
+    gone.acquire()
+    _host_gone[:] = [gone]
     _thread.start_new_thread(_watch, (fd,))
     try:  # noqa: SIM105 - contextlib is not imported here: the child starts fast
         os.write(fd, READY)
@@ -193,10 +207,26 @@ def start_watchdog(environ: MutableMapping[str, str] = os.environ) -> bool:
     return True
 
 
-def _close_client() -> None:
+def _own_client() -> Any:
+    """This process's RPC client, if the script made a tool call (else None)."""
     client_module = sys.modules.get(__package__ + ".client") if __package__ else None
     client = getattr(client_module, "_client", None)
-    if client is not None and client.pid == os.getpid():
+    return client if client is not None and client.pid == os.getpid() else None
+
+
+def _if_host_gone() -> None:
+    """The script is over. If its connection broke, the host may be going (its sockets
+    close as its process is torn down): wait for the watchdog to see it, then take
+    everything down here, before this process's exit takes the watchdog thread with it."""
+    client = _own_client()
+    if (_host_gone and client is not None and client.lost
+            and _host_gone[0].acquire(True, HOST_GONE_WAIT)):
+        _kill_everything()
+
+
+def _close_client() -> None:
+    client = _own_client()
+    if client is not None:
         import contextlib
 
         with contextlib.suppress(Exception):  # exiting anyway; the kernel closes the socket
@@ -269,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_script(args[0])
     finally:
         _flush()
+        _if_host_gone()
 
 
 if __name__ == "__main__":

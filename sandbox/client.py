@@ -623,6 +623,11 @@ class RpcClient:
 
     # -- closing --------------------------------------------------------------------------
 
+    @property
+    def lost(self) -> bool:
+        """The connection broke (the host went away, or dropped it): not closed here."""
+        return self._failure is not None and not self._closed
+
     def close(self) -> None:
         """Close the connection; pending calls fail with :class:`ToolCallError`. Idempotent."""
         self._closed = True

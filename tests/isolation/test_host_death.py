@@ -2,8 +2,11 @@
 removes what is left (cgroups, ACL grants, private tmp folders, staging/socket dirs).
 
 The script forks a ``setsid`` + double-forked stray and a plain child, both re-exec'd with
-a marker in their command line, and then sleeps. Each level is run for real; a level this
-host cannot provide is skipped with the reason (``execengine doctor``).
+a marker in their command line, and then sleeps, or waits in a tool call that the host
+never answers (its death then ends the call with an error, and the script with it: the
+watchdog thread must not die with the script before it took the strays down). Each level
+is run for real; a level this host cannot provide is skipped with the reason
+(``execengine doctor``).
 """
 
 from __future__ import annotations
@@ -26,14 +29,18 @@ from execengine.isolation import acl, cgroups, detect
 from execengine.isolation.uids import SANDBOX_GID
 
 HOST = textwrap.dedent("""
-    import sys
+    import sys, time
     from execengine.config import Config
     from execengine.engine import Engine
     from execengine.registry import ToolRegistry
+    from execengine.policy import ToolPolicy
     level, workdir, script = sys.argv[1:4]
     cfg = Config().with_overrides({"code_execution.isolation": level,
                                    "code_execution.timeout": 120})
+    schema = {"description": "waits", "parameters": {"type": "object", "properties": {}}}
     with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg) as e:
+        reg.register("web_search", "web", schema, lambda args, ctx: time.sleep(600),
+                     policy=ToolPolicy(script_callable=True))
         e.execute(open(script).read(), cwd=workdir)
 """)
 
@@ -54,8 +61,11 @@ SCRIPT = textwrap.dedent("""
     with open({ready!r} + ".tmp", "w") as fh:
         fh.write("1")
     os.rename({ready!r} + ".tmp", {ready!r})
-    time.sleep(600)
+    {wait}
 """)
+#: how the script waits for the host's death
+WAITS = {"sleeping": "time.sleep(600)",
+         "in-a-call": "from hermes_tools import web_search; web_search()"}
 
 
 def marked(marker: str) -> list[psutil.Process]:
@@ -115,9 +125,11 @@ def private_tmp(monkeypatch):
 LEVELS = ["none", "restricted", "isolated"]
 
 
-@pytest.mark.parametrize("also_spawner", [False, True], ids=["host", "host+spawner"])
+@pytest.mark.parametrize(("also_spawner", "wait"),
+                         [(False, "sleeping"), (False, "in-a-call"), (True, "sleeping")],
+                         ids=["host", "host-during-a-call", "host+spawner"])
 @pytest.mark.parametrize("level", LEVELS)
-def test_sigkilled_host_leaves_nothing(level, also_spawner, private_tmp):
+def test_sigkilled_host_leaves_nothing(level, also_spawner, wait, private_tmp):
     report = detect()
     if not report.levels.get(level):
         pytest.skip(f"level {level} not available: {report.reasons.get(level)}")
@@ -128,7 +140,7 @@ def test_sigkilled_host_leaves_nothing(level, also_spawner, private_tmp):
     workdir.mkdir(mode=0o755)
     ready = workdir / "ready"
     script = Path(private_tmp) / "script.py"
-    script.write_text(SCRIPT.format(marker=marker, ready=str(ready)))
+    script.write_text(SCRIPT.format(marker=marker, ready=str(ready), wait=WAITS[wait]))
     host = subprocess.Popen([sys.executable, "-c", HOST, level, str(workdir), str(script)])
     strays: list[psutil.Process] = []
     try:
