@@ -1,8 +1,9 @@
 """The processes of one run, and the one way to stop all of them.
 
 A :class:`ProcessSet` is a root process plus everything it started: while the root is
-unreaped, its process group and its descendants (the child bootstrap makes the root a
-subreaper, so even ``setsid`` and double-forked descendants stay below it); at any time,
+unreaped, its process group and its descendants (where the root is a subreaper, in a
+sandbox or a session's kernel, ``setsid`` and double-forked descendants stay below it); at
+any time,
 every process whose initial environment carries ``<var>=<token>`` (a per-run marker the
 root got at start, inherited by anything it starts, found in ``/proc/<pid>/environ``),
 which also finds descendants that left the session and were reparented elsewhere.

@@ -4,10 +4,12 @@ The child runs as the host's user in a new session (its own process group), stdi
 ``/dev/null``, the environment exactly as given (built from an allow-list by the engine),
 every file descriptor closed except ``pass_fds``, and no ``preexec_fn`` (safe with threads).
 
-Killing must also reach processes that left the group: the child-side bootstrap makes the
-child a subreaper, so ``setsid`` and double-forked descendants reparent to it and stay in
-its process tree; anything that escaped even that still carries ``EXECENGINE_RUN_TOKEN`` in
-``/proc/<pid>/environ``. :meth:`LocalChild.kill` is :meth:`execengine.proctree.ProcessSet.kill`
+Killing must also reach processes that left the group: they still carry
+``EXECENGINE_RUN_TOKEN`` in ``/proc/<pid>/environ``, and while the child lives its
+descendants are found through its process tree. The child is not a subreaper here (that
+would cost it importing ``ctypes``), so a ``setsid`` and double-forked descendant leaves
+the tree, and one that also clears its environment escapes: level ``none`` is hygiene,
+not a boundary. :meth:`LocalChild.kill` is :meth:`execengine.proctree.ProcessSet.kill`
 over that set: freeze everything with SIGSTOP until no new member appears, SIGKILL it,
 confirm it is gone, all within a bounded time.
 """
