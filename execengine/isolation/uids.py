@@ -6,8 +6,11 @@ makes "every process of this uid" exactly "every process of this execution", whi
 a sandbox without a pid namespace or cgroup is killed completely.
 
 Slots are claimed across processes (two engines on one host) with an exclusive ``flock``
-on ``<SLOT_DIR>/<slot>.lock``, held for as long as the sandbox lives. The ids sit far above
-any range that ``useradd`` allocates from, so they never belong to a real account.
+on ``<SLOT_DIR>/<slot>.lock``, held for as long as the sandbox lives. The holder writes its
+owner tag (:func:`execengine.hostdirs.owner_tag`) into the file, so the next one knows
+whether another process held the slot since (:attr:`UidSlot.changed_hands`): a host that
+was killed with its spawner may have left processes of that uid running. The ids sit far
+above any range that ``useradd`` allocates from, so they never belong to a real account.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import fcntl
 import os
 import threading
 from dataclasses import dataclass, field
+
+from execengine.hostdirs import owner_tag
 
 BASE_UID = 1_870_000_000
 SANDBOX_GID = 1_870_000_000
@@ -29,6 +34,9 @@ class UidSlot:
     uid: int
     gid: int
     _fd: int | None = field(default=None, repr=False)
+    #: another process held this slot since this one last did (or nobody is known to):
+    #: what it ran as this uid may still run
+    changed_hands: bool = True
 
     def release(self) -> None:
         """Free the slot (idempotent)."""
@@ -72,5 +80,19 @@ class UidPool:
                 except BlockingIOError:
                     os.close(fd)
                     continue
-                return UidSlot(slot, self.base_uid + slot, self.gid, fd)
+                return UidSlot(slot, self.base_uid + slot, self.gid, fd,
+                               changed_hands=_take_over(fd))
         raise OSError("no free sandbox uid slot")
+
+
+def _take_over(fd: int) -> bool:
+    """Write this process's owner tag into a slot's lock file; whether another was there."""
+    mine = owner_tag().encode()
+    try:
+        before = os.pread(fd, 64, 0)
+        if before != mine:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, mine, 0)
+    except OSError:
+        return True
+    return before != mine

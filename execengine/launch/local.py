@@ -22,6 +22,8 @@ import signal
 import subprocess
 
 from execengine.errors import SandboxError
+from execengine.isolation import cgroups, detect, leftovers
+from execengine.isolation.uids import SANDBOX_GID
 from execengine.launch.base import Launcher, LaunchSpec, PopenChild
 from execengine.proctree import RUN_TOKEN_VAR, Mark, ProcessSet
 
@@ -59,6 +61,14 @@ class LocalLauncher(Launcher):
     """Starts children with :mod:`subprocess` at isolation level ``none``."""
 
     level = "none"
+
+    def __init__(self) -> None:
+        # what killed hosts at the other levels left (cgroups and their processes, ACL
+        # grants, private tmp folders) is cleaned up here too: an engine at this level
+        # may be the next one to start on the host
+        root = os.geteuid() == 0
+        layout = cgroups.discover() if root and detect().has("cgroups") else None
+        leftovers.sweep(layout, SANDBOX_GID if root else None)
 
     def launch(self, spec: LaunchSpec) -> LocalChild:
         if not spec.argv or not os.path.isabs(spec.argv[0]):

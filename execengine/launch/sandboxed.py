@@ -477,8 +477,9 @@ class SandboxLauncher(Launcher):
                  ) -> tuple[UidSlot | None, cgroups.ExecCgroup | None]:
         slot = self.uid_pool.acquire() if self.uid_pool else None
         try:
-            if slot is not None and slot.uid not in self._swept:
-                # leftovers of a host that crashed while using this slot
+            if slot is not None and (slot.uid not in self._swept or slot.changed_hands):
+                # leftovers of a host that crashed while using this slot (first use here,
+                # or another process held it since)
                 self.spawner.kill_uid(slot.uid, signal.SIGKILL)
                 self._swept.add(slot.uid)
             group = None

@@ -125,11 +125,15 @@ def private_tmp(monkeypatch):
 LEVELS = ["none", "restricted", "isolated"]
 
 
-@pytest.mark.parametrize(("also_spawner", "wait"),
-                         [(False, "sleeping"), (False, "in-a-call"), (True, "sleeping")],
-                         ids=["host", "host-during-a-call", "host+spawner"])
+@pytest.mark.parametrize(("also_spawner", "wait", "next_at_none"),
+                         [(False, "sleeping", False), (False, "in-a-call", False),
+                          (True, "sleeping", False), (True, "sleeping", True)],
+                         ids=["host", "host-during-a-call", "host+spawner",
+                              "host+spawner-then-none"])
 @pytest.mark.parametrize("level", LEVELS)
-def test_sigkilled_host_leaves_nothing(level, also_spawner, wait, private_tmp):
+def test_sigkilled_host_leaves_nothing(level, also_spawner, wait, next_at_none, private_tmp):
+    """``next_at_none``: the next engine to start runs at level ``none`` (it cleans up as
+    well as one at the dead host's level)."""
     report = detect()
     if not report.levels.get(level):
         pytest.skip(f"level {level} not available: {report.reasons.get(level)}")
@@ -180,9 +184,10 @@ def test_sigkilled_host_leaves_nothing(level, also_spawner, wait, private_tmp):
         from execengine.engine import Engine
         from execengine.registry import ToolRegistry
 
-        cfg = Config().with_overrides({"code_execution.isolation": level})
-        with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg):
-            pass
+        cfg = Config().with_overrides(
+            {"code_execution.isolation": "none" if next_at_none else level})
+        with ToolRegistry(cfg) as reg, Engine(config=cfg, registry=reg) as engine:
+            engine.execute("pass")  # the launcher starts with the first execution
         deadline = time.monotonic() + 3
         while alive(victims) and time.monotonic() < deadline:
             time.sleep(0.01)

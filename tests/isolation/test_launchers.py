@@ -279,3 +279,40 @@ def test_a_working_directory_reached_through_a_symbolic_link(launcher, tmp_path)
         with launcher.launch(spec(code, cwd)) as child:
             assert child.wait(20) == 0, child.stderr.read()
         assert (real / os.path.relpath(cwd, tmp_path / "link") / "made").read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid slots are for a root host")
+@pytest.mark.parametrize("cls", LEVELS)
+def test_a_slot_another_process_held_since_is_swept_before_reuse(cls, tmp_path):
+    """A host killed together with its spawner leaves its processes running as its slot's
+    uid. A live launcher that swept the slot on its first use must sweep it again when it
+    gets the slot back after another process held it, or its next sandbox shares the uid
+    (its process limit, its signals) with the strays."""
+    import subprocess
+
+    from execengine.isolation.uids import BASE_UID, SANDBOX_GID, UidPool
+
+    slots = tmp_path / "slots"
+    # a pool of one slot of its own (no other engine's), no warm entries: each launch
+    # acquires the slot then
+    pool = UidPool(slot_dir=str(slots), base_uid=BASE_UID + 4000, size=1)
+    work = tmp_path / "work"
+    work.mkdir()
+    with cls(uid_pool=pool, warm=0) as launcher:
+        with launcher.launch(spec("import os; print(os.getuid())", work)) as child:
+            assert child.wait(20) == 0, child.stderr.read()
+            uid = int(child.stdout.read())
+        assert uid == BASE_UID + 4000
+        # what a dead host that held the slot since left: its tag in the lock file, a
+        # process running as the slot's uid outside any of this launcher's sandboxes
+        (slots / "0.lock").write_text("1-1")
+        stray = subprocess.Popen(["sleep", str(secrets.randbelow(10**6) + 10**6)],
+                                 user=uid, group=SANDBOX_GID, start_new_session=True)
+        try:
+            with launcher.launch(spec("print('next')", work)) as child:
+                assert child.wait(20) == 0, child.stderr.read()
+            assert stray.wait(10) == -signal.SIGKILL
+        finally:
+            if stray.poll() is None:
+                stray.kill()
+                stray.wait()

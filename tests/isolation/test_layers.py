@@ -226,6 +226,26 @@ def test_uid_slots_are_distinct_and_exclusive_across_pools(tmp_path):
         s.release()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid slots are for a root host")
+def test_a_slot_says_whether_another_process_held_it_since(tmp_path):
+    pool = UidPool(slot_dir=str(tmp_path), size=2)
+    first = pool.acquire()
+    assert first.changed_hands  # nobody known held it: whatever ran as its uid may run
+    first.release()
+    again = pool.acquire()
+    assert again.slot == first.slot and not again.changed_hands  # only this process since
+    again.release()
+    # another process takes the slot and lets it go (a host killed with its spawner)
+    run_py(f"""
+        from execengine.isolation.uids import UidPool
+        UidPool(slot_dir={str(tmp_path)!r}, size=2).acquire()
+    """).check_returncode()
+    after = pool.acquire()
+    assert after.slot == first.slot and after.changed_hands
+    after.release()
+    assert not pool.acquire().changed_hands
+
+
 @linux
 @pytest.mark.skipif(not detect().has("cgroups"), reason="no usable cgroups")
 def test_cgroup_limits_and_kill_all():
