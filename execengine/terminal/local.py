@@ -1,4 +1,5 @@
-"""The local backend: ``bash`` on this machine, one new session per command."""
+"""The local backend: ``bash`` on this machine, one new session per command, guarded
+(:mod:`.guard`) so that none outlives a killed host."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from execengine.terminal.backend import (
     TerminalBackend,
 )
 from execengine.terminal.background import BackgroundTable
+from execengine.terminal.guard import CommandGuard
 from execengine.terminal.output import HeadTail, Ring
 
 
@@ -58,6 +60,7 @@ class _Background:
             drain(reader)
         finally:
             self.sp.close_fds()
+            self.sp.release()
             self.done.set()
 
     def info(self) -> ProcessInfo:
@@ -92,6 +95,8 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
         self.kill_grace = kill_grace
         self.buffer_chars = buffer_chars
         self.max_background = max_background
+        #: stops this backend's commands should the host be killed (see :mod:`.guard`)
+        self.guard = CommandGuard()
         BackgroundTable.__init__(self)
         self._ids = itertools.count(1)
         self._closed = False
@@ -116,6 +121,7 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
             sp.close_fds()
             if sp.popen.poll() is None:  # pragma: no cover - only on an exception above
                 procs.kill_rest(sp)
+            sp.release()
         duration = time.monotonic() - t0
         timed_out = outcome == "timeout"
         text = out.text()
@@ -142,7 +148,8 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
         if not os.path.isdir(cwd):
             raise TerminalError(f"working directory does not exist: {cwd}")
         try:
-            return procs.spawn(command, cwd=cwd, env=env, pty=pty, bash=self.bash)
+            return procs.spawn(command, cwd=cwd, env=env, pty=pty, bash=self.bash,
+                               guard=self.guard)
         except OSError as exc:
             raise TerminalError(f"cannot start bash: {exc}") from exc
 
@@ -187,6 +194,7 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
             self._closed = True
             every, self._procs = list(self._procs.values()), {}
         self._stop_all(every)
+        self.guard.close()
 
     def _stop_all(self, bgs: list[_Background]) -> None:
         live = [b for b in bgs if not b.done.is_set()]

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from execengine.proctree import TERM_TOKEN_VAR, EndedBy, Mark, ProcessSet
+from execengine.terminal.guard import CommandGuard
 
 #: how long stopping waits for the shell to be reaped after the kill
 REAP_SECONDS = 5.0
@@ -43,6 +44,13 @@ class Spawned:
     pty: bool
     #: the shell, its group, and everything carrying its token
     processes: ProcessSet
+    #: what stops the command should this process be killed (see :mod:`.guard`)
+    guard: CommandGuard | None = None
+
+    def release(self) -> None:
+        """The command and all it started are gone: its guard can forget it."""
+        if self.guard is not None:
+            self.guard.withdraw(self.token)
 
     @property
     def pid(self) -> int:
@@ -63,11 +71,15 @@ def shell_script(command: str, pwd_fd: int) -> str:
 
 
 def spawn(
-    command: str, *, cwd: str, env: Mapping[str, str], pty: bool = False, bash: str = "bash"
+    command: str, *, cwd: str, env: Mapping[str, str], pty: bool = False, bash: str = "bash",
+    guard: CommandGuard | None = None,
 ) -> Spawned:
-    """Start ``bash -c`` running ``command`` (stdin is /dev/null, or the PTY)."""
+    """Start ``bash -c`` running ``command`` (stdin is /dev/null, or the PTY); ``guard``
+    learns its token first (the caller calls :meth:`Spawned.release` when it is gone)."""
     token = uuid.uuid4().hex
     child_env = {**env, TERM_TOKEN_VAR: token}
+    if guard is not None:
+        guard.register(token)
     pwd_r, pwd_w0 = os.pipe()
     pwd_w = fcntl.fcntl(pwd_w0, fcntl.F_DUPFD_CLOEXEC, PWD_FD_MIN)
     os.close(pwd_w0)
@@ -103,13 +115,15 @@ def spawn(
         except BaseException:
             os.close(out_fd)
             os.close(pwd_r)
+            if guard is not None:
+                guard.withdraw(token)
             raise
     finally:
         for fd in closers:
             os.close(fd)
     os.set_blocking(out_fd, False)
     return Spawned(popen, out_fd, pwd_r, token, pty,
-                   ProcessSet.of_popen(popen, TERM_TOKEN_VAR, token, before))
+                   ProcessSet.of_popen(popen, TERM_TOKEN_VAR, token, before), guard)
 
 
 def read_pwd(sp: Spawned) -> str | None:

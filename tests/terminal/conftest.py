@@ -43,7 +43,9 @@ def backend() -> Iterator[LocalBackend]:
 
 
 @pytest.fixture
-def fd_count() -> Iterator[None]:
+def fd_count(backend, env) -> Iterator[None]:
+    # the backend's one lasting descriptor, its guard's pipe, opens with its first command
+    backend.run("true", cwd="/", env=env, timeout=10, max_output_chars=100)
     before = len(os.listdir("/proc/self/fd"))
     yield
     assert len(os.listdir("/proc/self/fd")) <= before

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -165,3 +166,64 @@ def test_no_bash_is_a_clear_error(monkeypatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(TerminalError, match="bash is not installed"):
         LocalBackend()
+
+
+HOST = """
+import sys, threading, time
+from execengine.childenv import build_child_env
+from execengine.terminal.local import LocalBackend
+import os
+marker = sys.argv[1]
+env = build_child_env(os.environ)
+backend = LocalBackend(kill_grace=0.3)
+backend.start(f"sleep 1{marker}", task="t", cwd="/", env=env)
+threading.Thread(target=backend.run, args=(f"setsid sleep 2{marker} & sleep 3{marker}",),
+                 kwargs={"cwd": "/", "env": env, "timeout": 600, "max_output_chars": 100},
+                 daemon=True).start()
+print(backend.guard.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_commands_do_not_outlive_a_killed_host(tmp_path) -> None:
+    """The host is SIGKILLed while a background command and a foreground one (which left a
+    ``setsid`` child) run: its guard stops all of them."""
+    import signal
+    import subprocess
+    import sys
+
+    marker = str(uuid.uuid4().int)[:12]
+    host = subprocess.Popen([sys.executable, "-c", HOST, marker], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        guard = int(host.stdout.readline())
+        deadline = time.monotonic() + 10
+        while len(procs_with(marker)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len([p for p in procs_with(marker) if p != host.pid]) >= 3
+        host.send_signal(signal.SIGKILL)
+        host.wait(5)
+        deadline = time.monotonic() + 10
+        while procs_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert procs_with(marker) == []
+        while os.path.exists(f"/proc/{guard}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not os.path.exists(f"/proc/{guard}")  # the guard is gone too
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        host.stdout.close()
+        for pid in procs_with(marker):
+            os.kill(pid, 9)
+
+
+def test_closing_the_backend_stops_its_guard(env) -> None:
+    backend = LocalBackend(kill_grace=0.3)
+    assert backend.guard.pid is None  # started with the first command
+    run(backend, "true", env)
+    guard = backend.guard.pid
+    assert guard is not None and os.path.exists(f"/proc/{guard}")
+    backend.close()
+    assert not os.path.exists(f"/proc/{guard}")
