@@ -163,12 +163,17 @@ class _PinnedHTTPConnection(http.client.HTTPConnection):
     def __init__(self, host: str, port: int, *, addresses: list[str], timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
         self.addresses = addresses
+        #: the connected socket, kept: for a body that runs until the server closes,
+        #: ``http.client`` hands ``sock`` to the response and sets it to None, and the
+        #: deadline must still be able to shut it down
+        self.opened: socket.socket | None = None
 
     def connect(self) -> None:
         failure: OSError | None = None
         for address in self.addresses:
             try:
-                self.sock = socket.create_connection((address, self.port), self.timeout)
+                self.sock = self.opened = socket.create_connection((address, self.port),
+                                                                   self.timeout)
             except OSError as exc:
                 failure = exc
                 continue
@@ -187,7 +192,7 @@ class _PinnedHTTPSConnection(_PinnedHTTPConnection):
 
     def connect(self) -> None:
         super().connect()
-        self.sock = self.tls.wrap_socket(self.sock, server_hostname=self.host)
+        self.sock = self.opened = self.tls.wrap_socket(self.sock, server_hostname=self.host)
 
 
 class Fetcher:
@@ -313,7 +318,7 @@ class Fetcher:
 
         def watchdog() -> None:
             fired.set()
-            sock = conn.sock
+            sock = conn.opened
             if sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)

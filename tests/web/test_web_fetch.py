@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 
 import pytest
 from _web_httpd import FakeDNS, Handler, LocalServer, closed_port
@@ -176,11 +177,17 @@ def test_a_server_that_never_answers_times_out(server: LocalServer) -> None:
         local(timeout=0.3).fetch(server.url("/slow"))
 
 
-def test_a_server_dripping_bytes_still_times_out(server: LocalServer) -> None:
-    """Each byte arrives well within the socket timeout; the total deadline still holds."""
+@pytest.mark.parametrize("length", ["100000", None], ids=["announced", "until-close"])
+def test_a_server_dripping_bytes_still_times_out(server: LocalServer, length) -> None:
+    """Each byte arrives well within the socket timeout; the total deadline still holds,
+    also for a body that runs until the server closes (http.client then hands the socket
+    to the response and forgets it: the deadline must still reach it)."""
     def drip(h: Handler) -> None:
         h.send_response(200)
-        h.send_header("Content-Length", "100000")
+        if length:
+            h.send_header("Content-Length", length)
+        else:
+            h.close_connection = True
         h.end_headers()
         try:
             while not h.stopping.wait(0.02):
@@ -190,8 +197,10 @@ def test_a_server_dripping_bytes_still_times_out(server: LocalServer) -> None:
             pass
 
     server.route("/drip", drip)
+    started = time.monotonic()
     with pytest.raises(FetchTimeoutError):
         local(timeout=0.5).fetch(server.url("/drip"))
+    assert time.monotonic() - started < 3
 
 
 def test_invalid_charset_label_falls_back(server: LocalServer) -> None:
