@@ -34,6 +34,10 @@ DRAIN_SECONDS = 2.0
 MAX_CARRY = 1 << 20
 #: a reply line longer than this is a protocol violation (the kernel is killed)
 MAX_REPLY_BYTES = 1 << 20
+#: lines on the reply pipe that are not replies (a cell can write to it) ignored in a
+#: kernel's life; one more is a protocol violation: parsing a flood of them cost the host
+#: seconds of CPU per megabyte
+MAX_GARBAGE_LINES = 1000
 #: how long close() lets a kernel exit by itself (EOF on its command pipe) before killing
 EXIT_WAIT = 1.0
 
@@ -99,7 +103,8 @@ class KernelProcess:
         self.child = child
         self._cmd = cmd_fd
         self._reply = reply_fd
-        self._reply_buf = b""
+        self._reply_buf = bytearray()
+        self._garbage = 0
         self._replies: list[dict[str, Any]] = []
         self._carry = {"out": b"", "err": b""}
         self._cell = 0
@@ -280,17 +285,26 @@ class KernelProcess:
                 sinks[name].feed(data)
 
     def _on_reply(self, data: bytes) -> None:
-        self._reply_buf += data
-        while b"\n" in self._reply_buf:
-            line, self._reply_buf = self._reply_buf.split(b"\n", 1)
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue  # garbage from the cell (it can write to the fd): ignored
-            if isinstance(msg, dict):
-                self._replies.append(msg)
+        self._reply_buf += data  # a bytearray: a long line grows without copies
+        if b"\n" in data:
+            *lines, rest = self._reply_buf.split(b"\n")
+            self._reply_buf = bytearray(rest)
+            for line in lines:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict):
+                    self._replies.append(msg)
+                    continue
+                # garbage from the cell (it can write to the fd): a little is ignored
+                self._garbage += 1
+                if self._garbage > MAX_GARBAGE_LINES:
+                    self._reply_buf = bytearray()
+                    self.kill()
+                    return
         if len(self._reply_buf) > MAX_REPLY_BYTES:
-            self._reply_buf = b""
+            self._reply_buf = bytearray()
             self.kill()
 
     # -- ending -----------------------------------------------------------------------------

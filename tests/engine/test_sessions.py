@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 import pytest
 from _session_helpers import (
@@ -291,6 +292,16 @@ def test_hostile_cells_cannot_confuse_the_host(level):
         r = e.execute(code, session="s2", timeout=10)
         assert r.status == "error" and "state was lost" in r.error
         assert e.execute("print('fresh')", session="s2").output == "fresh\n"
+        # a flood of empty lines (each one parsed cost the host 6 µs and a copy of the rest
+        # of the buffer): past a little garbage the kernel is killed, at once
+        code = reply_fd + ("import time\nend = time.monotonic() + 20\n"
+                           "while time.monotonic() < end:\n    for f in fd:\n        try:\n"
+                           "            os.write(f, b'\\n' * 65536)\n"
+                           "        except OSError:\n            pass\n")
+        started = time.monotonic()
+        r = e.execute(code, session="s3", timeout=30)
+        assert r.status == "error" and "state was lost" in r.error, r
+        assert time.monotonic() - started < 10  # not the flood's 20 s
 
 
 def test_the_kernel_runs_under_the_levels_limits(level):
