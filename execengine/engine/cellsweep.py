@@ -1,15 +1,17 @@
 """The host's sweep of what a session cell left running in the kernel's sandbox.
 
 A kernel kills its cell's leftover processes itself when the cell ends
-(``sandbox/kernel.py``), but that code runs in the sandbox, where the cell can replace it.
-So the host does it again from outside, through the kernel's cgroup: every process there
-that descends from the kernel (the kernel is a subreaper, so a process that double-forks
-or calls ``setsid`` is still one) is stopped, then killed. What is not the kernel's (the
-namespace's init, an allow-list proxy bridge) is left alone.
+(``sandbox/kernel.py``), but that code runs in the sandbox, where the cell can replace it,
+and it finds only the kernel's descendants: a cell that turns the kernel's subreaper flag
+off before it double-forks leaves an orphan that is nobody's descendant there. So the host
+does it again from outside, through the kernel's cgroup, by elimination: when the kernel
+said it was ready, before any cell ran, every process in its cgroup was part of the
+sandbox itself (the kernel, the namespace's init, an allow-list proxy bridge), and
+:func:`snapshot` notes them by pid and start time. After a cell, every other member is
+stopped, then killed (:func:`sweep`), whoever its parent.
 
-The kernel is found by the pid it reported at start (its own, in its pid namespace): the
-last ``NSpid`` field of a cgroup member's ``/proc/<pid>/status``. Without a cgroup (level
-``none``, or a non-root host) there is nothing to sweep from outside.
+Without a cgroup (level ``none``, or a non-root host) there is nothing to sweep from
+outside.
 """
 
 from __future__ import annotations
@@ -20,64 +22,37 @@ import signal
 import time
 from collections.abc import Iterable
 
+from execengine.hostdirs import start_time
 from execengine.isolation import cgroups
 
-#: how long the sweep goes on while it still finds descendants (forks racing it)
+#: how long the sweep goes on while it still finds processes (forks racing it)
 SWEEP_SECONDS = 1.0
 
-
-def _status(pid: int) -> tuple[int, int] | None:
-    """(parent pid, pid in its own namespace) of host ``pid``; None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
-            text = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    ppid = nspid = None
-    for line in text.splitlines():
-        if line.startswith("PPid:"):
-            ppid = int(line.split()[1])
-        elif line.startswith("NSpid:"):
-            nspid = int(line.split()[-1])
-    if ppid is None:
-        return None
-    return ppid, nspid if nspid is not None else pid
+#: a process, told apart from a later one that got its pid: (pid, start time)
+Process = tuple[int, int | None]
 
 
-def descendants(cgroup_dirs: Iterable[str], kernel_pid: int) -> list[int]:
-    """Host pids of the processes in the cgroup that descend from the kernel (whose pid
-    in its namespace is ``kernel_pid``), the kernel itself not included."""
-    parents: dict[int, int] = {}
-    kernel = None
-    for pid in cgroups.members(cgroup_dirs):
-        st = _status(pid)
-        if st is None:
-            continue
-        parents[pid] = st[0]
-        if st[1] == kernel_pid:
-            kernel = pid
-    if kernel is None:
-        return []
-    found: list[int] = []
-    for pid in parents:
-        up, seen = parents.get(pid), 0
-        while up is not None and up != kernel and seen < len(parents):
-            up, seen = parents.get(up), seen + 1
-        if up == kernel:
-            found.append(pid)
-    return found
+def snapshot(cgroup_dirs: Iterable[str]) -> frozenset[Process]:
+    """The processes in the cgroup now."""
+    return frozenset((pid, start_time(pid)) for pid in cgroups.members(cgroup_dirs))
 
 
-def sweep(cgroup_dirs: Iterable[str], kernel_pid: int | None) -> int:
-    """Stop, then kill, every descendant of the kernel in its cgroup, until none is left
-    (or :data:`SWEEP_SECONDS` pass); how many were killed."""
+def strays(cgroup_dirs: Iterable[str], keep: frozenset[Process]) -> list[int]:
+    """Host pids of the processes in the cgroup that are not in ``keep``."""
+    return [pid for pid in cgroups.members(cgroup_dirs)
+            if (pid, start_time(pid)) not in keep]
+
+
+def sweep(cgroup_dirs: Iterable[str], keep: frozenset[Process] | None) -> int:
+    """Stop, then kill, every process in the cgroup but those in ``keep``, until none is
+    left (or :data:`SWEEP_SECONDS` pass); how many were killed."""
     dirs = tuple(cgroup_dirs)
-    if not dirs or kernel_pid is None:
+    if not dirs or not keep:
         return 0
     killed: set[int] = set()
     deadline = time.monotonic() + SWEEP_SECONDS
     while time.monotonic() < deadline:
-        fresh = [pid for pid in descendants(dirs, kernel_pid) if pid not in killed]
+        fresh = [pid for pid in strays(dirs, keep) if pid not in killed]
         if not fresh:
             break
         for sig in (signal.SIGSTOP, signal.SIGKILL):  # no forking while we kill

@@ -111,6 +111,7 @@ class KernelProcess:
         self._close_lock = threading.Lock()
         self.closed = False
         self.pid: int | None = None
+        self._sandbox: frozenset[cellsweep.Process] = frozenset()
         self._sel = selectors.DefaultSelector()
         self._fds = {child.stdout.fileno(): "out", child.stderr.fileno(): "err",
                      reply_fd: "reply"}
@@ -140,6 +141,8 @@ class KernelProcess:
                     "killed" + (f"; it said: {text}" if text else "."))
         pid = msg.get("pid")
         self.pid = pid if isinstance(pid, int) else None
+        # what the sandbox is made of, before any cell ran (see .cellsweep)
+        self._sandbox = cellsweep.snapshot(getattr(self.child, "cgroup_dirs", ()))
         return None
 
     # -- cells ----------------------------------------------------------------------------
@@ -318,7 +321,7 @@ class KernelProcess:
         the kernel's own sweep runs where a cell can replace it); how many."""
         if self.closed:
             return 0
-        return cellsweep.sweep(getattr(self.child, "cgroup_dirs", ()), self.pid)
+        return cellsweep.sweep(getattr(self.child, "cgroup_dirs", ()), self._sandbox)
 
     def close(self) -> None:
         """End the kernel: EOF on its command pipe (it kills its own tree and exits), a

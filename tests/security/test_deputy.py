@@ -454,15 +454,34 @@ print("planted")
 """
 
 
+#: the kernel's subreaper flag turned off, then a setsid + double fork: the orphan is
+#: reparented out of the kernel's tree (to the namespace's init, or further up)
+ORPHAN = """
+import ctypes, os
+ctypes.CDLL(None).prctl(36, 0, 0, 0, 0)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "{marker}"])
+    os._exit(0)
+os.waitpid(pid, 0)
+kept = 42
+print("planted")
+"""
+
+
+@pytest.mark.parametrize("probe", [DISARM, ORPHAN], ids=["disarmed", "orphaned"])
 @pytest.mark.parametrize("level", LEVEL)
-def test_a_cell_that_disarms_the_kernels_sweep_leaves_nothing_running(level, world):
+def test_a_cell_that_disarms_the_kernels_sweep_leaves_nothing_running(level, probe, world):
     """The kernel kills a cell's leftovers in the sandbox, where the cell can replace
-    that code; the host sweeps the kernel's cgroup after the cell too. At ``none`` (no
-    cgroup: the negative control) the disarmed kernel leaves the process running."""
+    that code or leave its tree; the host sweeps the kernel's cgroup after the cell too,
+    every process that was not there when the kernel started. At ``none`` (no cgroup: the
+    negative control) the process keeps running."""
     marker = "49" + str(secrets.randbelow(10 ** 6))
     with _engine(level, world) as engine:
         try:
-            result = engine.execute(DISARM.format(marker=marker), cwd=str(world["work"]),
+            result = engine.execute(probe.format(marker=marker), cwd=str(world["work"]),
                                     session="s")
             assert result.status == "success" and result.output == "planted\n", result
             if level == "none":

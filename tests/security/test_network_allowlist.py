@@ -96,3 +96,25 @@ def test_only_listed_domains_are_reachable(level, origin, tmp_path):
     assert res["ifaces"] == ["lo"], res
     if level == "restricted":  # and still Landlock's and seccomp's rules: no UDP, no listener
         assert res["udp"] != "sent" and res["listen"] == "PermissionError", res
+
+
+FETCH = """
+import urllib.request
+print(urllib.request.urlopen("http://localhost:{port}/listed", timeout=10).read().decode())
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_sessions_cells_keep_their_proxy_bridge(level, origin, tmp_path):
+    """The host sweeps a session's cgroup after every cell, sparing what the sandbox was
+    made of when the kernel started: the proxy bridge too, so the next cell still gets
+    out through it."""
+    port, _ = origin
+    config = Config().with_overrides({
+        "code_execution.isolation": level, "code_execution.min_isolation": level,
+        "policy.network": "allowlist", "policy.allowed_domains": ["localhost"]})
+    with Engine(config) as engine:
+        for _ in range(3):
+            r = engine.execute(FETCH.format(port=port), cwd=str(tmp_path), session="s")
+            assert r.status == "success", (r.error, r.stderr)
+            assert r.output.strip() != "", r
