@@ -64,12 +64,19 @@ HARD_BLOCKS: tuple[Pattern, ...] = (
     # name rescanned the rest of it at every position (quadratic, with the GIL held)
     _p("fork_bomb", r"(?<![\w:.-])([A-Za-z_:.][\w:.-]*)\s*\(\)\s*\{[^}]*?\1\s*\|\s*\1\s*&",
        "fork bomb", scope="raw", hard=True),
+    # the same, declared with the ``function`` keyword (the parentheses optional)
+    _p("fork_bomb_function",
+       r"(?<![\w:.-])function\s+([A-Za-z_:.][\w:.-]*)\s*(?:\(\)\s*)?\{[^}]*?\1\s*\|\s*\1\s*&",
+       "fork bomb", scope="raw", hard=True),
     _p("disk_format", rf"^(?:mkfs(?:\.\w+)?|mke2fs|mkswap|wipefs|mkdosfs|mkntfs)\s.*{_DISK}",
        "formatting a disk device", hard=True),
     _p("disk_dd", rf"^dd\s.*\bof={_DISK}", "raw write to a disk device", hard=True),
     _p("disk_redirect", rf"{_REDIRECT}{_DISK}", "redirecting output onto a disk device",
        scope="text", hard=True),
-    _p("chmod_root", rf"^(?:chmod|chown|chgrp){_RECURSIVE}.*\s/+(?:\s|$)",
+    # tee writes every file it names; cp, its last argument
+    _p("disk_copy", rf"^(?:tee\s(?:.*\s)?{_DISK}|cp\s.*\s{_DISK}\S*\s*$)",
+       "copying onto a disk device", hard=True),
+    _p("chmod_root", rf"^(?:chmod|chown|chgrp){_RECURSIVE}.*\s/+(?:\.+/*)*(?:\s|$)",
        "recursive permission or owner change of /", hard=True),
 )
 

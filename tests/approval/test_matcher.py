@@ -84,6 +84,12 @@ BLOCKED = [
     ("mkfs.ext4 /dev/nvme0n1p1", "disk_format"),
     ("cat /dev/urandom > /dev/sda", "disk_redirect"),
     ("chmod -R 777 /", "chmod_root"),
+    ("chmod -R 777 /.", "chmod_root"),
+    ("chown -R nobody /./", "chmod_root"),
+    ("function b { b|b& }; b", "fork_bomb_function"),
+    ("function bomb() { bomb | bomb & }; bomb", "fork_bomb_function"),
+    ("tee /dev/sda < /dev/zero", "disk_copy"),
+    ("cp /dev/zero /dev/sda", "disk_copy"),
 ]
 
 NOT_FLAGGED = [
@@ -103,6 +109,9 @@ NOT_FLAGGED = [
     "chmod -R 755 ./src",
     "chmod 644 /etc/myapp.conf",
     "dd if=in.img of=out.img",
+    "cp /dev/sda1.img backup/",  # a file named like a device, not the device
+    "tee out.log",
+    "chmod -R 755 ./.config",
     "echo hi > /dev/null 2>&1",
     "cat /etc/passwd",
     "systemctl status nginx",
