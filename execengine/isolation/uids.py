@@ -7,10 +7,11 @@ a sandbox without a pid namespace or cgroup is killed completely.
 
 Slots are claimed across processes (two engines on one host) with an exclusive ``flock``
 on ``<SLOT_DIR>/<slot>.lock``, held for as long as the sandbox lives. The holder writes its
-owner tag (:func:`execengine.hostdirs.owner_tag`) into the file, so the next one knows
-whether another process held the slot since (:attr:`UidSlot.changed_hands`): a host that
-was killed with its spawner may have left processes of that uid running. The ids sit far
-above any range that ``useradd`` allocates from, so they never belong to a real account.
+owner tag into the file (:meth:`UidSlot.take_over`), so the next one knows whether another
+process held the slot since: a host that was killed with its spawner may have left
+processes of that uid running. The ids sit far above any range that ``useradd`` allocates
+from, so they never belong to a real account. Standard library only: the remote file
+server imports this module too.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import fcntl
 import os
 import threading
 from dataclasses import dataclass, field
-
-from execengine.hostdirs import owner_tag
 
 BASE_UID = 1_870_000_000
 SANDBOX_GID = 1_870_000_000
@@ -34,9 +33,22 @@ class UidSlot:
     uid: int
     gid: int
     _fd: int | None = field(default=None, repr=False)
-    #: another process held this slot since this one last did (or nobody is known to):
-    #: what it ran as this uid may still run
-    changed_hands: bool = True
+
+    def take_over(self, owner: str) -> bool:
+        """Write ``owner`` (a process's tag: :func:`execengine.hostdirs.owner_tag`) into
+        the slot's lock file; whether another owner's tag, or none, was there: then what
+        that process ran as this uid may still run."""
+        if self._fd is None:
+            return True
+        mine = owner.encode()
+        try:
+            before = os.pread(self._fd, 64, 0)
+            if before != mine:
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, mine, 0)
+        except OSError:
+            return True
+        return before != mine
 
     def release(self) -> None:
         """Free the slot (idempotent)."""
@@ -80,19 +92,6 @@ class UidPool:
                 except BlockingIOError:
                     os.close(fd)
                     continue
-                return UidSlot(slot, self.base_uid + slot, self.gid, fd,
-                               changed_hands=_take_over(fd))
+                return UidSlot(slot, self.base_uid + slot, self.gid, fd)
         raise OSError("no free sandbox uid slot")
 
-
-def _take_over(fd: int) -> bool:
-    """Write this process's owner tag into a slot's lock file; whether another was there."""
-    mine = owner_tag().encode()
-    try:
-        before = os.pread(fd, 64, 0)
-        if before != mine:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, mine, 0)
-    except OSError:
-        return True
-    return before != mine

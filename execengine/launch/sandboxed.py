@@ -41,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from execengine._runtime import runtime_module
 from execengine.errors import IsolationError, SandboxError
+from execengine.hostdirs import owner_tag
 from execengine.isolation import acl, cgroups, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import Rlimits, tasks_of_uid
@@ -477,9 +478,9 @@ class SandboxLauncher(Launcher):
                  ) -> tuple[UidSlot | None, cgroups.ExecCgroup | None]:
         slot = self.uid_pool.acquire() if self.uid_pool else None
         try:
-            if slot is not None and (slot.uid not in self._swept or slot.changed_hands):
-                # leftovers of a host that crashed while using this slot (first use here,
-                # or another process held it since)
+            # leftovers of a host that crashed while using this slot (first use here, or
+            # another process held it since)
+            if slot is not None and (slot.take_over(owner_tag()) or slot.uid not in self._swept):
                 self.spawner.kill_uid(slot.uid, signal.SIGKILL)
                 self._swept.add(slot.uid)
             group = None

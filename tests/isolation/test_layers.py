@@ -230,20 +230,18 @@ def test_uid_slots_are_distinct_and_exclusive_across_pools(tmp_path):
 def test_a_slot_says_whether_another_process_held_it_since(tmp_path):
     pool = UidPool(slot_dir=str(tmp_path), size=2)
     first = pool.acquire()
-    assert first.changed_hands  # nobody known held it: whatever ran as its uid may run
+    assert first.take_over("1-1")  # nobody known held it: whatever ran as its uid may run
     first.release()
     again = pool.acquire()
-    assert again.slot == first.slot and not again.changed_hands  # only this process since
+    assert again.slot == first.slot and not again.take_over("1-1")  # only this owner since
     again.release()
-    # another process takes the slot and lets it go (a host killed with its spawner)
-    run_py(f"""
-        from execengine.isolation.uids import UidPool
-        UidPool(slot_dir={str(tmp_path)!r}, size=2).acquire()
-    """).check_returncode()
+    another = pool.acquire()  # another process takes the slot and lets it go
+    assert another.take_over("2-2")
+    another.release()
     after = pool.acquire()
-    assert after.slot == first.slot and after.changed_hands
+    assert after.slot == first.slot and after.take_over("1-1")
     after.release()
-    assert not pool.acquire().changed_hands
+    assert not pool.acquire().take_over("1-1")
 
 
 @linux
