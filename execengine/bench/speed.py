@@ -310,6 +310,16 @@ print(json.dumps(asyncio.run(main())))
 """
 
 
+def _round_trips_into(samples: list[float], engine: Any, calls: int) -> Callable[[], float]:
+    """One interleavable sample: a script timing ``calls`` no-op round trips (:data:`
+    ROUND_TRIPS`), its times added to ``samples``."""
+    def run() -> float:
+        r = _checked(engine.execute(ROUND_TRIPS.format(n=calls)), "round trips")
+        samples.extend(json.loads(r.output))
+        return 0.0
+    return run
+
+
 def echo_round_trips(n: int) -> list[float]:
     """Round trips of a 60-byte message over a Unix socket pair to an echo thread, the
     reply read by a reader thread and handed over (the shape of the child's client)."""
@@ -447,11 +457,7 @@ def roundtrip(config: Config, *, reps: int) -> list[Figure]:
     echo: list[float] = []
     floor: list[float] = []
     with noop_engine(config, "none", **{"code_execution.mode": "strict"}) as engine:
-
-        def script() -> float:
-            r = _checked(engine.execute(ROUND_TRIPS.format(n=calls)), "round trips")
-            ours.extend(json.loads(r.output))
-            return 0.0
+        script = _round_trips_into(ours, engine, calls)
 
         def baseline() -> float:
             echo.extend(echo_round_trips(calls))
@@ -708,13 +714,11 @@ def versus_reference(config: Config, python: str, *, reps: int,
 
 
 def _round_trips_versus(config: Config, ref: reference.Reference, *, reps: int) -> Figure:
-    calls, ours, theirs = 200, [], []
+    calls = 200
+    ours: list[float] = []
+    theirs: list[float] = []
     with noop_engine(config, "none", **{"code_execution.mode": "strict"}) as engine:
-
-        def mine() -> float:
-            r = _checked(engine.execute(ROUND_TRIPS.format(n=calls)), "round trips")
-            ours.extend(json.loads(r.output))
-            return 0.0
+        mine = _round_trips_into(ours, engine, calls)
 
         def reference_calls() -> float:
             theirs.extend(json.loads(ref.run(reference.ROUND_TRIPS.format(n=calls)).outputs[0]))
