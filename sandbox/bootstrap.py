@@ -23,10 +23,11 @@ holds the staging directory, where ``_execengine/`` is a copy of this package an
 5. reports an uncaught exception through ``sys.excepthook`` with the bootstrap's own frames
    removed and exits 1 (130 for ``KeyboardInterrupt``); ``SystemExit`` behaves as usual;
 6. flushes stdout/stderr and closes the connection at exit (after the script's non-daemon
-   threads have finished). If the script ends because its connection to the host broke
-   (a tool call raised when the host died), it first waits for the watchdog to see the
-   host gone (up to :data:`HOST_GONE_WAIT` seconds) and kills everything as the watchdog
-   would: the watchdog thread alone would die with this process before it could.
+   threads have finished). If the host is gone by then (this process has another parent),
+   or its connection to the host broke (a tool call raised as the host died: then it
+   waits for the watchdog to see the host gone, up to :data:`HOST_GONE_WAIT` seconds), it
+   kills everything as the watchdog would: the watchdog thread alone would die with this
+   process before it could.
 
 Start-up cost is kept small: the bootstrap imports nothing beyond ``os`` and ``sys`` on
 the way to the script.
@@ -75,8 +76,10 @@ def become_subreaper() -> bool:
 
 #: run (last first) just before the emergency kill takes this process down
 _before_exit: list[Callable[[], None]] = []
-#: the watchdog's lock, released when it has seen the host gone (None: no watchdog)
+#: the watchdog's lock, released when it has seen the host gone (empty: no watchdog), and
+#: the parent this process had when the watchdog started
 _host_gone: list[Any] = []
+_parent: list[int] = []
 
 
 def _watch(fd: int) -> None:
@@ -199,6 +202,7 @@ def start_watchdog(environ: MutableMapping[str, str] = os.environ) -> bool:
     gone = _thread.allocate_lock()
     gone.acquire()
     _host_gone[:] = [gone]
+    _parent[:] = [os.getppid()]
     _thread.start_new_thread(_watch, (fd,))
     try:  # noqa: SIM105 - contextlib is not imported here: the child starts fast
         os.write(fd, READY)
@@ -215,12 +219,15 @@ def _own_client() -> Any:
 
 
 def _if_host_gone() -> None:
-    """The script is over. If its connection broke, the host may be going (its sockets
-    close as its process is torn down): wait for the watchdog to see it, then take
-    everything down here, before this process's exit takes the watchdog thread with it."""
+    """The script is over. If the host is gone (this process was reparented), or may be
+    going (the connection broke: its sockets close as its process is torn down, before
+    the reparenting; then wait for the watchdog to see it), take everything down here,
+    before this process's exit takes the watchdog thread with it."""
+    if not _host_gone:
+        return
     client = _own_client()
-    if (_host_gone and client is not None and client.lost
-            and _host_gone[0].acquire(True, HOST_GONE_WAIT)):
+    if os.getppid() != _parent[0] or (client is not None and client.lost
+                                      and _host_gone[0].acquire(True, HOST_GONE_WAIT)):
         _kill_everything()
 
 

@@ -558,8 +558,10 @@ class RpcClient:
         except zmtp.ZmtpError as exc:
             with self._pending_lock:
                 self._pending.pop(req_id, None)
-                failure = self._failure  # the reader saw why, e.g. the host went away
-            raise ToolCallError(failure or f"could not send the call to {name!r}: {exc}") from None
+                if self._failure is None:  # final, as a failure the reader sees
+                    self._failure = f"could not send the call to {name!r}: {exc}"
+                failure = self._failure  # the reader's reason first, e.g. the host went away
+            raise ToolCallError(failure) from None
         except BaseException:
             # interrupted (a signal handler raised): the rest of the call goes out ahead of
             # the next message, and its reply finds nobody waiting

@@ -241,6 +241,25 @@ def test_host_vanishes_mid_call(short_dir: Path) -> None:
             c.call("later", {})
 
 
+def test_a_send_that_fails_breaks_the_connection_for_good(host: FakeHost,
+                                                          client: RpcClient) -> None:
+    """The host died between the welcome and the call (the reader has not seen it yet):
+    the client is lost, as when the reader sees it first (the bootstrap then waits for
+    the watchdog before the script's exit)."""
+    client.connect()
+    assert not client.lost
+
+    def broken(data: bytes) -> None:
+        raise zmtp.PeerClosed("connection lost while sending: [Errno 32] Broken pipe")
+
+    client._conn.send = broken  # type: ignore[union-attr,method-assign]
+    with pytest.raises(ToolCallError, match="could not send the call to 'x'"):
+        client.call("x", {})
+    assert client.lost
+    with pytest.raises(ToolCallError, match="could not send"):
+        client.call("y", {})
+
+
 def test_close_fails_pending_calls(host: FakeHost) -> None:
     host.handler = lambda msg: (0.0, None)
     c = RpcClient(str(host.path), TOKEN, EXEC_ID)
