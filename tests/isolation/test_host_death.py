@@ -171,14 +171,18 @@ def test_sigkilled_host_leaves_nothing(level, also_spawner, wait, next_at_none, 
         host.wait(5)
         victims = [p for p in family if p not in spawners] + strays
         if not also_spawner:
-            while alive(victims) and time.monotonic() - killed_at < 5:
+            # one observation decides (a second look at a process that is being torn down
+            # can still find it, in a state psutil reports as running)
+            left = alive(victims)
+            while left and time.monotonic() - killed_at < 5:
                 time.sleep(0.01)
+                left = alive(victims)
             took = time.monotonic() - killed_at
             print(f"\n{level}: everything of the execution gone {took * 1000:.0f} ms after "
                   "the host was SIGKILLed")
             # how fast is a figure (README, reliability), not asserted: under load (another
             # suite on the 2 cores) the watchdog's /proc sweeps at none took over 1 s
-            assert alive(victims) == [], f"still running {took:.2f} s after the host died"
+            assert left == [], f"still running {took:.2f} s after the host died: {left}"
         # the next engine start removes what the dead host left
         from execengine.config import Config
         from execengine.engine import Engine
