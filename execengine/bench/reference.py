@@ -132,6 +132,7 @@ class Reference:
         except OSError as exc:
             os.close(read)
             os.close(write)
+            self._stderr.close()
             self._home.cleanup()
             raise BenchError(f"--reference {python}: {exc.strerror}") from exc
         os.close(write)
@@ -161,9 +162,12 @@ class Reference:
         ``code`` None, ``count`` starts of the reference's interpreter (``-c pass``)."""
 
         assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps({"code": code, "count": count,
-                                           "workers": workers}) + "\n")
-        self._proc.stdin.flush()
+        try:
+            self._proc.stdin.write(json.dumps({"code": code, "count": count,
+                                               "workers": workers}) + "\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # the driver is gone: the reply it did not write says so, with its stderr
         r = self._reply()
         return Run(r["wall"], r["cpu"], r["outputs"])
 
