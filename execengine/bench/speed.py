@@ -180,6 +180,23 @@ def _settled(window: float = 0.01, idle: float = 0.0005, quiet: int = 3,
     return last
 
 
+def _sampled(cpu: dict[str, list[float]], key: str, fn: Callable[[], Any]
+             ) -> Callable[[], float]:
+    """``fn`` as an interleaved sample: it returns its wall time and adds its CPU time
+    (:func:`_cpu_and_wall`) to ``cpu[key]``."""
+    def run() -> float:
+        wall, used = _cpu_and_wall(fn)
+        cpu.setdefault(key, []).append(used)
+        return wall
+    return run
+
+
+def _print_hi(engine: Any, cwd: str) -> Callable[[], Any]:
+    """``print("hi")`` run by ``engine`` in ``cwd`` (a failure raises)."""
+    return lambda: _checked(engine.execute('print("hi")', mode="project", cwd=cwd),
+                            'print("hi")')
+
+
 # -- suites ------------------------------------------------------------------------------------
 
 
@@ -189,26 +206,13 @@ def startup(config: Config, *, reps: int, levels: list[str]) -> list[Figure]:
     out: list[Figure] = []
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as cwd:
         engines = {lv: stack.enter_context(noop_engine(config, lv)) for lv in levels}
-
-        def hi(engine: Any) -> Callable[[], None]:
-            return lambda: _checked(engine.execute('print("hi")', mode="project", cwd=cwd),
-                                    'print("hi")')
-
         for lv in levels:  # warm-up: spawner, probes, stub
             for _ in range(3):
-                hi(engines[lv])()
+                _print_hi(engines[lv], cwd)()
         cpu: dict[str, list[float]] = {}
-
-        def sample(key: str, fn: Callable[[], Any]) -> Callable[[], float]:
-            def run() -> float:
-                wall, used = _cpu_and_wall(fn)
-                cpu.setdefault(key, []).append(used)
-                return wall
-            return run
-
-        fns = [sample("pass", lambda: subprocess.run(bare, check=True)),
-               sample("-I -S pass", lambda: subprocess.run(bare_is, check=True)),
-               *[sample(lv, hi(engines[lv])) for lv in levels]]
+        fns = [_sampled(cpu, "pass", lambda: subprocess.run(bare, check=True)),
+               _sampled(cpu, "-I -S pass", lambda: subprocess.run(bare_is, check=True)),
+               *[_sampled(cpu, lv, _print_hi(engines[lv], cwd)) for lv in levels]]
         walls = interleaved(reps, *fns)
     base, base_is = Spread.of(walls[0]).scaled(1000), Spread.of(walls[1]).scaled(1000)
     cpu_base = Spread.of(cpu["pass"]).scaled(1000)
@@ -671,14 +675,6 @@ def versus_reference(config: Config, python: str, *, reps: int,
             engines[default.launcher.level] = default
         cpu: dict[str, list[float]] = {}
 
-        def ours(lv: str) -> Callable[[], float]:
-            def run() -> float:
-                wall, used = _cpu_and_wall(lambda: _checked(
-                    engines[lv].execute('print("hi")', mode="project", cwd=cwd), 'print("hi")'))
-                cpu.setdefault(lv, []).append(used)
-                return wall
-            return run
-
         def theirs() -> float:
             r = ref.run('print("hi")')
             if r.outputs != ["hi\n"]:
@@ -688,8 +684,8 @@ def versus_reference(config: Config, python: str, *, reps: int,
 
         for _ in range(3):  # warm-up: spawner, probes, stub; the reference's own imports
             theirs()
-            for lv in engines:
-                ours(lv)()
+            for engine in engines.values():
+                _print_hi(engine, cwd)()
         cpu.clear()
         starts = interleaved(reps, lambda: ref.run(None).wall,
                              lambda: timed(lambda: subprocess.run(
@@ -701,7 +697,8 @@ def versus_reference(config: Config, python: str, *, reps: int,
             emit("note: the two interpreters do not start alike (site's .pth files?), so the "
                  "figures below compare more than the engines: make the reference's venv "
                  "with --system-site-packages")
-        walls = interleaved(reps, theirs, *[ours(lv) for lv in engines])
+        walls = interleaved(reps, theirs,
+                            *[_sampled(cpu, lv, _print_hi(e, cwd)) for lv, e in engines.items()])
         wall_ref, cpu_ref = Spread.of(walls[0]).scaled(1000), Spread.of(cpu["reference"])
         for lv, samples in zip(engines, walls[1:], strict=True):
             out.append(Figure(f'print("hi") at {lv}', Spread.of(samples).scaled(1000), wall_ref,
