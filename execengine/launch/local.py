@@ -22,7 +22,7 @@ import signal
 import subprocess
 
 from execengine.errors import SandboxError
-from execengine.isolation import cgroups, detect, leftovers
+from execengine.isolation import cgroups, leftovers
 from execengine.isolation.uids import SANDBOX_GID
 from execengine.launch.base import Launcher, LaunchSpec, PopenChild
 from execengine.proctree import RUN_TOKEN_VAR, Mark, ProcessSet
@@ -66,8 +66,12 @@ class LocalLauncher(Launcher):
         # what killed hosts at the other levels left (cgroups and their processes, ACL
         # grants, private tmp folders) is cleaned up here too: an engine at this level
         # may be the next one to start on the host
+        # (no probe of the host for it: where no cgroup can be found there is none to sweep)
         root = os.geteuid() == 0
-        layout = cgroups.discover() if root and detect().has("cgroups") else None
+        layout = None
+        if root:
+            with contextlib.suppress(OSError):
+                layout = cgroups.discover()
         leftovers.sweep(layout, SANDBOX_GID if root else None)
 
     def launch(self, spec: LaunchSpec) -> LocalChild:
