@@ -94,4 +94,3 @@ class UidPool:
                     continue
                 return UidSlot(slot, self.base_uid + slot, self.gid, fd)
         raise OSError("no free sandbox uid slot")
-
