@@ -276,8 +276,8 @@ def main(params: dict[str, Any]) -> object:
     sock = _socket.socket(fileno=params["ctl"])
     # the start-up is over: only now does the namespace's init attach the plan's binds
     # (what site read, and ``state``, are of the fixed root alone)
-    try:
-        sock.send(b"ready")
+    try:  # our pid (in the namespace): init waits for this process to end
+        sock.send(b"ready %d" % os.getpid())
     except OSError:
         os._exit(0)  # discarded before use
     msg, fds = _recv(sock)
@@ -293,6 +293,10 @@ def main(params: dict[str, Any]) -> object:
         if uid is not None and (os.getuid(), os.geteuid()) != (uid, uid):
             raise OSError(f"the pre-started interpreter runs as uid {os.geteuid()}, not {uid}")
         ruleset, ll = params.get("ruleset"), params.get("landlock")
+        if ruleset is not None:  # out of the way of the descriptors placed at their numbers
+            moved = _dup_above(ruleset, 512)
+            os.close(ruleset)
+            ruleset = moved
         if plan.get("landlock") is not None and (ruleset is None or ll is None):
             raise OSError("the plan asks for Landlock and no ruleset was made ahead")
         _place_fds(fds[:2], fds[3:], list(plan["fd_targets"]),
@@ -321,3 +325,136 @@ def main(params: dict[str, Any]) -> object:
         os._exit(127)
     os.close(errfd)  # started: what an execve would have closed
     return code
+
+
+# -- the template: one started interpreter that every execution is forked from ------------
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+def serve(params: dict[str, Any]) -> object:
+    """As the template (see ``execengine.isolation.entry.exec_template``): root, in a mount
+    namespace of the fixed root alone, started with the environment every execution of its
+    launcher shares. For each request on ``params["ctl"]`` (the uid, gid, rlimits and
+    seccomp program of one warm entry, with the entry's socket and cgroup directories),
+    fork a keeper (:func:`_keep`); never returns here. Returns, in the process the keeper
+    forks into the entry's namespaces, the code to run (see :func:`main`)."""
+    import ctypes
+    import gc
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
+    sock = _socket.socket(fileno=params["ctl"])
+    # what the start made lives in every fork: out of the collector's sight, so that a
+    # collection there does not touch (and copy) those pages
+    gc.freeze()
+    while True:
+        msg, fds = _recv(sock)
+        if not msg:
+            os._exit(0)  # the spawner is gone
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            return _keep(libc, ctypes, marshal.loads(msg), fds, params)
+        for fd in fds:
+            os.close(fd)
+
+
+def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
+          params: dict[str, Any]) -> object:
+    """As a keeper, forked by the template for one warm entry: wait for the entry's
+    workload to hand over its namespaces, join them, fork the execution's interpreter
+    (which returns the code from here, see :func:`_enter`), and report its wait status to
+    the namespace's init as ``exit <status>``. The interpreter is the keeper's child,
+    outside its pid namespace: init reaps everything else and learns this one's end from
+    us."""
+    import signal
+
+    # our parent may die (the spawner's shutdown): our job ends with the interpreter's
+    entry_sock = _socket.socket(fileno=fds[0])
+    cgroups = fds[1:]
+    msg, got = _recv(entry_sock)
+    if not msg or len(got) < 2:
+        os._exit(0)  # the entry was discarded before it was ready
+    hand = marshal.loads(msg)
+    pidfd, init = got[0], got[1]
+    ruleset = got[2] if len(got) > 2 else None
+    if libc.setns(pidfd, hand["ns"]) != 0:
+        err = ctypes.get_errno()
+        entry_sock.send(b"error setns: " + os.strerror(err).encode())
+        os._exit(0)
+    os.close(pidfd)
+    child = os.fork()
+    if child == 0:
+        entry_sock.close()
+        return _enter(libc, ctypes, req, cgroups, init, ruleset, hand.get("landlock"), params)
+    for fd in cgroups + ([ruleset] if ruleset is not None else []):
+        os.close(fd)
+    try:  # noqa: SIM105
+        entry_sock.send(b"ok")
+    except OSError:
+        pass
+    entry_sock.close()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    report = _socket.socket(fileno=init)
+    try:  # noqa: SIM105 - init is gone when the namespace was killed
+        report.send(b"exit %d" % status)
+    except OSError:
+        pass
+    os._exit(0)
+
+
+def _enter(libc: Any, ctypes: Any, req: dict[str, Any], cgroups: list[int], init: int,
+           ruleset: int | None, ll: dict[str, Any] | None, params: dict[str, Any]) -> object:
+    """As the execution's interpreter, just forked into the entry's namespaces as root:
+    join its cgroups, a session of our own, the rlimits, the uid drop, subreaper,
+    no-new-privileges, seccomp; then wait for the plan (:func:`main`). Anything failing
+    here ends the process before it says ready: the keeper reports that, and the spawner
+    gives the plan to a cold entry."""
+    import signal
+
+    try:
+        for fd in cgroups:
+            procs = os.open("cgroup.procs", os.O_WRONLY | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                os.write(procs, b"0")  # this process
+            finally:
+                os.close(procs)
+            os.close(fd)
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.chdir("/")
+        import resource
+
+        for res, soft, hard in req["rlimits"]:
+            resource.setrlimit(res, (soft, hard))
+        uid, gid = req.get("uid"), req.get("gid")
+        if uid is not None and gid is not None:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+        for option in (PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS):
+            if libc.prctl(option, ctypes.c_ulong(1), 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), f"prctl({option})")
+        program = req.get("seccomp")
+        if program:
+            buf = ctypes.create_string_buffer(program, len(program))
+            fprog = type("sock_fprog", (ctypes.Structure,), {
+                "_fields_": [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]})(
+                len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+            if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
+                raise OSError(ctypes.get_errno(), "seccomp")
+    except BaseException:
+        os._exit(127)
+    return main({"ctl": init, "argv0": params["argv0"], "env": params["env"],
+                 "ruleset": ruleset, "landlock": ll})

@@ -26,7 +26,9 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
   ``isolated``: the entry builds and enters the fixed part of its root ahead;
   ``landlock``: the rules every execution gets, see :func:`.entry._prepare_landlock`);
   reply ``{"ok": true, "pid": N}`` at once (the entry prepares itself in parallel).
-* host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null}`` with fds
+* host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null, "cold": C or null}``
+  (``C``: ``{"zygote", "landlock"}`` as in a warm entry's request, for a cold entry whose
+  interpreter is forked from a template, see :meth:`Server._cold_warm`) with fds
   ``[stdout_w, stderr_w, status_w, *pass_fds]``; at ``isolated`` we copy the plan's paths
   as detached mounts (:func:`.mounts.clone_binds`) and send them to the entry with the
   plan. Reply ``{"ok": true, "pid": N}`` once the child has exec'd, or ``{"ok": false,
@@ -52,6 +54,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import marshal
 import os
 import resource
 import select
@@ -68,6 +71,8 @@ from execengine.isolation import entry, mounts, seccomp
 PR_SET_CHILD_SUBREAPER = 36
 MAX_MSG = 1 << 20
 MAX_FDS = 64
+#: deaths after which a template is not started again (its entries start their own)
+TEMPLATE_RETRIES = 3
 
 
 def _send(sock: socket.socket, obj: dict[str, Any]) -> None:
@@ -90,6 +95,11 @@ class Server:
         #: what every entry started here runs in: pid -> (cgroup dirs, slot uid), so that
         #: everything of it can be killed when the host goes away
         self.owned: dict[int, tuple[list[str], int | None]] = {}
+        #: started interpreters the warm entries' interpreters are forked from (see
+        #: :func:`.entry.exec_template`): key -> (pid, control socket)
+        self.templates: dict[str, tuple[int, socket.socket]] = {}
+        #: how often each template died: one that keeps dying is not started again
+        self.template_deaths: dict[str, int] = {}
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -126,7 +136,7 @@ class Server:
     def handle(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
         op = req.get("op")
         if op == "spawn":
-            return self.spawn(req["plan"], fds, req.get("warm"))
+            return self.spawn(req["plan"], fds, req.get("warm"), req.get("cold"))
         if op == "prepare":
             pid = self.prepare(str(req["id"]), req["warm"])
             return {"ok": True, "pid": pid}
@@ -141,18 +151,69 @@ class Server:
         """Fork a warm entry (phase 1 runs in the child, in parallel with us)."""
         if wid in self.warm:
             raise ValueError(f"warm entry {wid!r} exists")
+        fork = self._fork_request(warm)
+        if fork is not None:
+            warm = {**warm, "fork_fd": fork.fileno()}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         close = (self.sock.fileno(), self.wake_r, self.wake_w, ours.fileno(),
                  *(c.fileno() for _, c in self.warm.values()))
-        pid = os.fork()
-        if pid == 0:
-            entry.prepare(warm, theirs.fileno(), os.getppid(), close)
-            os._exit(127)  # not reached
-        theirs.close()
+        try:
+            pid = os.fork()
+            if pid == 0:
+                entry.prepare(warm, theirs.fileno(), os.getppid(), close)
+                os._exit(127)  # not reached
+        finally:
+            theirs.close()
+            if fork is not None:
+                fork.close()
         self.warm[wid] = (pid, ours)
         self.prepared[wid] = warm
         self.owned[pid] = (list(warm.get("cgroup_dirs") or []), None)
         return pid
+
+    def _fork_request(self, warm: dict[str, Any]) -> socket.socket | None:
+        """For an entry whose interpreter is forked from a template (``warm["zygote"]
+        ["fork"]``): ask the template (started if need be) for a keeper for this entry,
+        with what the interpreter applies once forked (uid, gid, rlimits, seccomp) and the
+        entry's cgroup directories; our end of the keeper's socket, which the entry's
+        workload uses to hand its namespaces over. None when there is no template (the
+        workload then starts the interpreter itself, as without one)."""
+        z = warm.get("zygote")
+        if not z or not z.get("fork") or warm.get("level") != "isolated":
+            return None
+        key = json.dumps([z["argv0"], z["env"], z["interp"], warm["new_root"]],
+                         sort_keys=True)
+        if self.template_deaths.get(key, 0) >= TEMPLATE_RETRIES:
+            return None
+        if key not in self.templates:
+            self.templates[key] = self._start_template(
+                {**z, "new_root": warm["new_root"]})
+        sc = z.get("seccomp")
+        req = {"uid": z.get("uid"), "gid": z.get("gid"), "rlimits": z["rlimits"],
+               "seccomp": seccomp.compiled(bool(sc["allow_network"]),
+                                           bool(sc.get("stream_only"))) if sc else None}
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sent = [theirs.detach()]
+        try:
+            for d in warm.get("cgroup_dirs") or ():
+                sent.append(os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            socket.send_fds(self.templates[key][1], [marshal.dumps(req, 4)], sent)
+        except OSError:  # the template is gone (reaped later) or a cgroup is
+            ours.close()
+            return None
+        finally:
+            for fd in sent:
+                os.close(fd)
+        return ours
+
+    def _start_template(self, template: dict[str, Any]) -> tuple[int, socket.socket]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        me = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            entry.exec_template(template, theirs.fileno(), me)  # never returns
+        theirs.close()
+        return pid, ours
 
     def discard(self, wid: str) -> None:
         self.prepared.pop(wid, None)
@@ -163,8 +224,11 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
             self.dead.discard(pid)
 
-    def spawn(self, plan: dict[str, Any], fds: list[int], wid: str | None = None
-              ) -> dict[str, Any]:
+    def spawn(self, plan: dict[str, Any], fds: list[int], wid: str | None = None,
+              cold: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start ``plan`` through the warm entry ``wid``, or a cold one. ``cold``: what a
+        cold entry forks its interpreter from the template with (``zygote`` and the fixed
+        ``landlock`` rules, as a warm entry's; see :meth:`_cold_warm`), when it can."""
         if len(fds) < 3:
             raise ValueError("spawn needs stdout, stderr and status fds")
         self.reap()  # learn about warm entries that died while waiting
@@ -204,6 +268,10 @@ class Server:
         if m is not None:
             warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
         status_w = fds[2]
+        forked = None if zygote is not None or wid in self.warm else self._cold_warm(
+            warm, plan, cold)
+        if forked is not None:
+            ahead = set(forked[0]["zygote"]["interp"])
         try:
             sent = clone(ahead)
             if wid is not None and wid in self.warm:
@@ -220,11 +288,14 @@ class Server:
                     # a pre-started entry's init may have attached them before it found
                     # the interpreter gone, and the cold entry binds the interpreter too
                     sent = clone(set())
-            cold = f"cold-{id(plan)}"
-            pid = self.prepare(cold, warm)
-            _, ctl = self.warm.pop(cold)
-            self.prepared.pop(cold, None)
-            reply = self._use(pid, ctl, plan, fds, sent)
+            if forked is not None:
+                # its interpreter forked from the template, right away
+                reply = self._use(*self._cold(forked[0]), plan, fds, sent, forked[1])
+                if reply is not None:
+                    return reply
+                if m is not None:
+                    sent = clone(set())
+            reply = self._use(*self._cold(warm), plan, fds, sent)
             if reply is None:
                 os.close(status_w)
                 return {"ok": False, "error": "the sandbox entry died before use"}
@@ -234,6 +305,29 @@ class Server:
                 if fd != status_w:
                     with contextlib.suppress(OSError):
                         os.close(fd)
+
+    def _cold(self, warm: dict[str, Any]) -> tuple[int, socket.socket]:
+        """An entry prepared for use at once: its pid and control socket."""
+        wid = f"cold-{os.urandom(8).hex()}"
+        pid = self.prepare(wid, warm)
+        _, ctl = self.warm.pop(wid)
+        self.prepared.pop(wid, None)
+        return pid, ctl
+
+    def _cold_warm(self, warm: dict[str, Any], plan: dict[str, Any],
+                   cold: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """A cold entry's ``warm`` request that has its interpreter forked from the
+        template (``cold``: the zygote and fixed Landlock rules a warm entry would get),
+        and what that interpreter adds for ``plan`` (see :func:`zygote_extras`); None when
+        there is no template for it or it cannot serve the plan (then the entry execs the
+        plan's program, as cold entries do). A started interpreter is not worth it for a
+        cold entry: only a fork is."""
+        z = (cold or {}).get("zygote")
+        if not z or not z.get("fork") or warm.get("level") != "isolated":
+            return None
+        candidate = {**warm, "zygote": z, "landlock": cold.get("landlock") if cold else None}
+        extras = zygote_extras(candidate, plan)
+        return None if extras is None else (candidate, extras)
 
     def _use(self, pid: int, ctl: socket.socket, plan: dict[str, Any], fds: list[int],
              binds: tuple[list[mounts.Bind], list[int]], zygote: dict[str, Any] | None = None
@@ -360,6 +454,11 @@ class Server:
             if pid == 0:
                 return
             self.owned.pop(pid, None)  # ended: what is left of it is the host's to kill
+            for key, (template, ctl) in list(self.templates.items()):
+                if template == pid:  # the next entry starts another
+                    ctl.close()
+                    del self.templates[key]
+                    self.template_deaths[key] = self.template_deaths.get(key, 0) + 1
             fd = self.children.pop(pid, None)
             if fd is None and any(pid == p for p, _ in self.warm.values()):
                 self.dead.add(pid)
@@ -374,6 +473,10 @@ class Server:
         whatever was reparented to us), reap it, and remove the cgroups."""
         for wid in list(self.warm):
             self.discard(wid)
+        for pid, ctl in self.templates.values():
+            ctl.close()
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         groups = [d for dirs, _ in self.owned.values() for d in dirs]
         uids = {uid for _, uid in self.owned.values() if uid is not None}
         for d in groups:

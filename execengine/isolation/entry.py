@@ -51,6 +51,7 @@ import json
 import marshal
 import os
 import resource
+import select
 import signal
 import socket
 import traceback
@@ -239,8 +240,11 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             os.close(fd)
         # everything else the spawner holds too: other children's stdout/status pipes
         # (a warm entry lives long; a copy would keep the host from seeing their EOF)
-        os.closerange(3, ctl)
-        os.closerange(ctl + 1, 1 << 20)
+        low = 3
+        for keep in sorted({ctl, *([warm["fork_fd"]] if warm.get("fork_fd") else [])}):
+            os.closerange(low, keep)
+            low = keep + 1
+        os.closerange(low, 1 << 20)
         os.setsid()
         die_with_parent(spawner)
         for d in warm.get("cgroup_dirs", ()):
@@ -380,6 +384,7 @@ def _isolated(warm: dict[str, Any], ctl: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.close(status_w)
     os.close(ctl)
+    _close_fork_fd(warm)
     _, st = os.waitpid(init, 0)
     data = os.read(status_r, 64)
     status = int(data) if data.strip() else st
@@ -419,20 +424,30 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
                 # the plan goes to init, which attaches the binds and forwards the rest
                 theirs.send(b"z")
                 os.close(ctl)
+                if warm.get("fork_fd") and _hand_over(warm, theirs, ruleset):
+                    os._exit(0)  # the template's fork is the interpreter now
                 exec_zygote(warm, theirs.detach(), ruleset)
+            _close_fork_fd(warm)
             theirs.send(b"p")
             _await_plan(ctl, (root, tmp_mb), theirs, ruleset)
         except BaseException as exc:
             _report_ctl(ctl, exc)
         os._exit(127)
     theirs.close()
+    _close_fork_fd(warm)
     mode = _received(ours)
     if mode == b"z":
-        host = _forward_plan(warm, ctl, ours)
+        host, pid = _forward_plan(warm, ctl, ours)
     else:
         host = _received_fd(ours) if mode == b"p" else None  # None: the workload died
-    ours.close()
-    status = _reap_until_empty(workload)
+        pid = workload
+    if pid is None or pid == workload:
+        # (None: nothing of a plan ran; a forked interpreter still waiting for one dies
+        # with the namespace as we exit)
+        ours.close()
+        status = _reap_until_empty(workload)
+    else:  # an interpreter forked by the template: its keeper reports its end
+        status = _await_keeper(ours, pid)
     # Only now, with nothing of the execution left, report the status to the host
     # straight away: exiting (and so the holder's exit) waits for the namespaces'
     # teardown (the mount namespace's is a synchronous RCU wait, ~1.5 ms), which then
@@ -457,16 +472,18 @@ def _received(sock: socket.socket) -> bytes:
             return b""
 
 
-def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int | None:
-    """As the namespace's init, for a pre-started interpreter (see :func:`exec_zygote`):
-    receive the plan, attach its binds (root is needed for that, and the interpreter runs
-    as the sandbox's uid already), forward the rest to the interpreter. The host's status
-    descriptor; None when the entry was discarded, or the interpreter was gone, before
-    use."""
+def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
+                  ) -> tuple[int | None, int | None]:
+    """As the namespace's init, for a pre-started interpreter (see :func:`exec_zygote`
+    and :func:`exec_template`): receive the plan, attach its binds (root is needed for
+    that, and the interpreter runs as the sandbox's uid already), forward the rest to the
+    interpreter. The host's status descriptor (None when the entry was discarded, or the
+    interpreter was gone, before use) and the interpreter's pid (None: it never said it
+    was ready)."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
     if not msg:
-        return None  # discarded before use
+        return None, None  # discarded before use
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
     stdio, errfd, status = fds[:2], fds[2], fds[3]
@@ -477,7 +494,9 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
     # not, by timing, the plan's. An interpreter that died starting or waiting takes
     # nothing (no "received", no error): the spawner gives the plan to a cold entry.
     taken = False
-    if _received(zygote) != b"ready":
+    ready = _received(zygote)
+    pid = int(ready[6:]) if ready.startswith(b"ready ") and ready[6:].isdigit() else None
+    if pid is None:
         for fd in mounted:
             os.close(fd)
     else:
@@ -499,7 +518,49 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket) -> int 
     for fd in [*stdio, errfd, *passed, *([] if taken else [status])]:
         with contextlib.suppress(OSError):
             os.close(fd)
-    return status if taken else None
+    return (status if taken else None), pid
+
+
+def _await_keeper(keeper: socket.socket, pid: int) -> int:
+    """As the namespace's init, for an interpreter forked by the template (``pid``; its
+    parent is its keeper, outside the namespace): wait for the keeper's report of its end,
+    then SIGKILL everything else of the namespace and reap it (what the interpreter left
+    was reparented to us). A keeper that died without a report (killed) leaves the
+    interpreter to our SIGKILL; we wait for it to be gone. Its wait status."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except OSError:
+        pidfd = None  # gone already
+    status: int | None = None
+    while True:
+        msg = _received(keeper)
+        if not msg or msg.startswith(b"exit "):
+            break
+    keeper.close()
+    if msg[5:].isdigit():
+        status = int(msg[5:])
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGKILL)  # as pid 1: everyone in the namespace but us
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    if pidfd is not None:
+        with contextlib.suppress(OSError):
+            select.select([pidfd], [], [])  # readable once it has exited
+        os.close(pidfd)
+    return status if status is not None else int(signal.SIGKILL)
+
+
+def _close_fork_fd(warm: dict[str, Any]) -> None:
+    """Our copy of the socket to the template's keeper (only the workload hands over)."""
+    fd = warm.pop("fork_fd", None)
+    if fd:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _zygote_ready(warm: dict[str, Any], ruleset: landlock.Ruleset | None) -> bool:
@@ -544,6 +605,15 @@ def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None
     # marshal's version 4 (Python 3.4 and later) reads the same on every interpreter we run
     program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = main(marshal.loads("
                f"{marshal.dumps(params, 4)!r}))\n")
+    _exec_loader(z["argv0"], z["env"], program)
+
+
+def _exec_loader(argv0: str, env: dict[str, str], program: str, keep: int | None = None
+                 ) -> None:
+    """Exec ``argv0`` under ``env`` with :data:`ZYGOTE_LOADER` running ``program``.
+    ``keep``: a descriptor the program uses (made inheritable)."""
+    if keep is not None:
+        os.set_inheritable(keep, True)
     # the standard streams the interpreter makes at start-up must be what the plan's will
     # be (its stdout and stderr are pipes: not seekable, not a terminal): a pipe nobody
     # reads until then (a write that would block fails), stdin /dev/null as the plan's
@@ -560,7 +630,68 @@ def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None
         data = data[os.write(w, data):]
     os.close(w)
     os.set_inheritable(r, True)
-    os.execve(z["argv0"], [z["argv0"], "-c", ZYGOTE_LOADER, str(r)], z["env"])
+    os.execve(argv0, [argv0, "-c", ZYGOTE_LOADER, str(r)], env)
+
+
+def _hand_over(warm: dict[str, Any], init: socket.socket, ruleset: landlock.Ruleset | None
+               ) -> bool:
+    """As the workload of an entry served by a template (see :func:`exec_template`): hand
+    our namespaces (a pidfd), init's socket and the Landlock rules made ahead to the
+    template's keeper for this entry, which forks the interpreter into them. Whether it
+    did; if not, the caller starts the interpreter itself."""
+    fd = warm.pop("fork_fd")
+    sock = socket.socket(fileno=fd)
+    try:
+        flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+        pidfd = os.pidfd_open(os.getpid())
+        sent = [pidfd, init.fileno()]
+        ll = None
+        if ruleset is not None and ruleset.fd is not None:
+            sent.append(ruleset.fd)
+            ll = {"read_access": landlock.READ, "write_access": ruleset.handled,
+                  "file_rights": landlock.FILE_RIGHTS}
+        try:
+            socket.send_fds(sock, [marshal.dumps({"ns": flags, "landlock": ll}, 4)], sent)
+        finally:
+            os.close(pidfd)
+        return sock.recv(4096) == b"ok"
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+#: the template's program after ``sandbox/zygote.py``: serve the spawner, on the descriptor
+#: ``TEMPLATE_CTL`` (its interpreter's own, at that number)
+TEMPLATE_CTL = 3
+
+
+def exec_template(template: dict[str, Any], ctl: int, spawner: int) -> None:
+    """Become a template for the interpreter ``template["argv0"]`` (forked from the
+    spawner): a mount namespace of our own with the fixed part of a sandbox's root
+    (``template["new_root"]``: the system's and the interpreter's folders, read-only), as
+    root, then exec the interpreter under ``template["env"]`` with ``sandbox/zygote.py``,
+    which serves forks on ``ctl`` (see ``zygote.serve``). Its start-up (``site``, the
+    ``.pth`` hooks) runs once here, not in every execution; it runs as root, so only an
+    interpreter the host itself runs is used (see the launcher). Never returns."""
+    try:
+        gc.disable()
+        signal.set_wakeup_fd(-1)
+        os.dup2(ctl, TEMPLATE_CTL)  # the standard streams are replaced at exec
+        os.closerange(TEMPLATE_CTL + 1, 1 << 20)
+        os.setsid()
+        die_with_parent(spawner)
+        unshare(CLONE_NEWNS)
+        root = str(template["new_root"])
+        mounts.prepare_root(root, 1, template["interp"])
+        mounts.enter_root(root)
+        _default_signals()
+        params = {"ctl": TEMPLATE_CTL, "argv0": template["argv0"], "env": template["env"]}
+        program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = serve(marshal.loads("
+                   f"{marshal.dumps(params, 4)!r}))\n")
+        _exec_loader(template["argv0"], template["env"], program, keep=TEMPLATE_CTL)
+    finally:
+        os._exit(127)
 
 
 def _received_fd(sock: socket.socket) -> int | None:

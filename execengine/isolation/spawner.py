@@ -80,10 +80,12 @@ class Spawner:
             reply: dict[str, Any] = json.loads(data)
             return reply
 
-    def spawn(self, plan: dict[str, Any], fds: Sequence[int], warm: str | None = None) -> int:
+    def spawn(self, plan: dict[str, Any], fds: Sequence[int], warm: str | None = None,
+              cold: dict[str, Any] | None = None) -> int:
         """Start ``plan``, through the warm entry ``warm`` when given (a cold one when that
-        entry is gone); the child's pid once it has exec'd."""
-        reply = self.request({"op": "spawn", "plan": plan, "warm": warm}, fds)
+        entry is gone); the child's pid once it has exec'd. ``cold``: how a cold entry may
+        fork its interpreter from a template (see :mod:`._spawnserver`)."""
+        reply = self.request({"op": "spawn", "plan": plan, "warm": warm, "cold": cold}, fds)
         if not reply.get("ok"):
             raise SandboxError(f"cannot start the sandboxed child: {reply.get('error')}")
         return int(reply["pid"])

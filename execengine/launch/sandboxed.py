@@ -34,6 +34,7 @@ import resource
 import select
 import shutil
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -301,10 +302,9 @@ class SandboxLauncher(Launcher):
 
     def __init__(self, report: IsolationReport | None = None, *,
                  use_cgroups: bool | None = None, uid_pool: UidPool | None = None,
-                 warm: int = 2) -> None:
+                 warm: int = 2, fork_server: bool = True) -> None:
         self.report = report or detect()
         if not self.report.levels.get(self.level):
-
             raise IsolationError(f"isolation level {self.level!r} is not available here: "
                                  f"{self.report.reasons.get(self.level, 'unknown reason')}")
         self.root = os.geteuid() == 0
@@ -341,11 +341,15 @@ class SandboxLauncher(Launcher):
         #: counts refusals: entries of an older generation are discarded, not used (one may
         #: have started its interpreter while that plan's script wrote its folders)
         self._zygote_generation = 0
+        #: at ``isolated``, as root: pre-started interpreters are forked from one started
+        #: once (see :func:`.entry.exec_template`), not each started on its own
+        self._fork_server = fork_server
         self._closed = False
 
     @classmethod
     def from_config(cls, config: Config, report: IsolationReport | None = None) -> Self:
-        return cls(report, warm=config.code_execution.warm_entries)
+        ce = config.code_execution
+        return cls(report, warm=ce.warm_entries, fork_server=ce.fork_server)
 
     # -- plan -------------------------------------------------------------------------
     def _landlock_paths(self, spec: LaunchSpec, tmp: str, interp: list[str]
@@ -541,6 +545,24 @@ class SandboxLauncher(Launcher):
             self._zygote_seen = None
             return
         self._zygote_seen = _zygote_for(plan, interp)
+        if self._zygote_seen is not None:
+            # forked from a template, whose start-up runs as root: only the interpreter
+            # the host itself runs (its start-up code is the host's already)
+            self._zygote_seen["fork"] = (
+                self._fork_server and self.root
+                and os.path.abspath(spec.argv[0]) == os.path.abspath(sys.executable))
+
+    def _cold_fork(self, script: bool, slot: UidSlot | None,
+                   group: cgroups.ExecCgroup | None, interp: list[str]) -> dict[str, Any] | None:
+        """What a cold entry needs to fork a script's interpreter from the template, as a
+        warm entry would (the spawner checks that it can serve the plan): the zygote just
+        learnt from this launch, for its slot, and the fixed Landlock rules."""
+        z = self._zygote_seen
+        if not script or z is None or not z.get("fork") or (slot is None and group is None):
+            return None
+        return {"zygote": {**z, "uid": slot.uid if slot else None,
+                           "gid": slot.gid if slot else None},
+                "landlock": self._fixed_rules(interp, self._limits_seen)}
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
@@ -646,7 +668,8 @@ class SandboxLauncher(Launcher):
             st_r, st_w = os.pipe()
             fds = [out_r, out_w, err_r, err_w, st_r, st_w]
             pid = self.spawner.spawn(plan, [out_w, err_w, st_w, *spec.pass_fds],
-                                     warm=warm.id if warm is not None else None)
+                                     warm=warm.id if warm is not None else None,
+                                     cold=self._cold_fork(script, slot, group, interp))
         except BaseException:
             for fd in fds:
                 with contextlib.suppress(OSError):

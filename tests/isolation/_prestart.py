@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 
@@ -25,3 +26,27 @@ def teach(launcher: Launcher, like: LaunchSpec, timeout: float = 10.0) -> int:
             return int(entries[0].pid)
         time.sleep(0.02)
     raise AssertionError(f"no pre-started entry: {pool._entries}")
+
+
+def interpreter_of(entry: int) -> int:
+    """The pid of the pre-started interpreter of the warm entry ``entry``: the entry itself
+    at restricted; at isolated the process of the entry's pid namespace running the loader
+    (the namespace's workload, or one forked there from the template, which is not below
+    the entry's holder)."""
+    import psutil
+
+    tree = [psutil.Process(entry), *psutil.Process(entry).children(recursive=True)]
+    inner = {os.readlink(f"/proc/{p.pid}/ns/pid") for p in tree[1:]}
+    if not inner:
+        return entry
+    for _ in range(500):
+        for proc in psutil.process_iter():
+            try:
+                if (os.readlink(f"/proc/{proc.pid}/ns/pid") in inner
+                        and "_execengine_startup" in " ".join(proc.cmdline())
+                        and proc.status() != psutil.STATUS_ZOMBIE):
+                    return proc.pid
+            except (OSError, psutil.Error):
+                continue
+        time.sleep(0.02)
+    raise AssertionError(f"no pre-started interpreter in the namespace of entry {entry}")

@@ -23,7 +23,7 @@ from execengine.launch.base import LaunchLimits, LaunchSpec
 from execengine.launch.sandboxed import _interpreter_paths
 from tests.sandbox._oldest_python import python38
 
-from ._prestart import teach
+from ._prestart import interpreter_of, teach
 from .test_launchers import LEVELS
 
 #: the level that pre-starts (see test_restricted_never_prestarts)
@@ -308,10 +308,7 @@ def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(launcher_c
     with launcher_cls() as launcher:
         s = spec("print('ran')", tmp_path)
         entry = teach(launcher, s)
-        # the interpreter: the entry itself at restricted, the namespace's workload below
-        # its holder and init at isolated
-        interpreter = [p for p in [psutil.Process(entry), *psutil.Process(entry).children(
-            recursive=True)] if "-c" in p.cmdline()][-1]
+        interpreter = psutil.Process(interpreter_of(entry))
         interpreter.kill()
         for _ in range(500):  # not our child: poll until it is gone or a zombie
             try:

@@ -1,0 +1,172 @@
+"""Pre-started interpreters forked from one started interpreter, the template
+(``entry.exec_template``, ``sandbox/zygote.py``'s ``serve``).
+
+The script must not be able to tell a forked interpreter from one started for it (the probe
+comparisons of ``test_prestart`` and the attacks of ``tests/security`` run through forked
+ones); these tests check what is particular to the fork: that it happens, that the template
+never holds what an execution is given, and that a template or keeper that dies costs no
+execution and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import replace
+
+import psutil
+import pytest
+
+from execengine.isolation.detect import detect
+from execengine.launch.sandboxed import IsolatedLauncher
+
+from ._prestart import interpreter_of, teach
+from .test_prestart import run, spec
+
+pytestmark = pytest.mark.skipif(
+    not detect().levels.get("isolated") or os.geteuid() != 0,
+    reason="the template serves level isolated, as root")
+
+#: what the script reports: its parent as it sees it, and the credentials and filters
+#: the kernel shows for it
+PROBE = r"""
+import json, os
+fields = dict(line.split(":", 1) for line in open("/proc/self/status"))
+print(json.dumps([os.getppid(), {k: fields[k].split() for k in (
+    "Uid", "Gid", "Groups", "CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs",
+    "Seccomp", "Seccomp_filters")}]))
+"""
+
+
+def _templates(launcher: IsolatedLauncher) -> list[psutil.Process]:
+    found = []
+    for p in psutil.Process(launcher.spawner.pid).children():
+        try:
+            if "_execengine_startup" in " ".join(p.cmdline()):
+                found.append(p)
+        except psutil.Error:  # an entry's holder that just ended
+            continue
+    return found
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
+def test_the_interpreter_is_forked_from_the_template_with_a_started_ones_credentials(
+        tmp_path, fork_server):
+    """Forked: its parent (the keeper) is outside its pid namespace, so it reads as 0;
+    started (the negative control): the namespace's init, 1. Everything the kernel says
+    of its credentials and filters is the same either way."""
+    with IsolatedLauncher(fork_server=fork_server) as launcher:
+        s = spec(PROBE, tmp_path)
+        teach(launcher, s)
+        rc, out, err, _ = run(launcher, s)
+        assert rc == 0, err
+        ppid, status = json.loads(out)
+        assert ppid == (0 if fork_server else 1)
+        assert len(_templates(launcher)) == (1 if fork_server else 0)
+    assert status["Uid"][0] != "0" and len(set(status["Uid"])) == 1
+    assert status["CapEff"] == status["CapPrm"] == status["CapAmb"] == ["0000000000000000"]
+    assert (status["NoNewPrivs"], status["Seccomp"]) == (["1"], ["2"])
+
+
+def test_both_ways_show_the_same_process(tmp_path):
+    outs = []
+    for fork_server in (True, False):
+        with IsolatedLauncher(fork_server=fork_server) as launcher:
+            s = spec(PROBE, tmp_path)
+            teach(launcher, s)
+            rc, out, err, _ = run(launcher, s)
+            assert rc == 0, err
+            outs.append(json.loads(out)[1])
+    # the uid slot may differ; nothing else may
+    for status in outs:
+        del status["Uid"], status["Gid"]
+    assert outs[0] == outs[1]
+
+
+def test_the_template_never_holds_what_an_execution_is_given(tmp_path):
+    """The plan (environment, tokens, paths) goes to the namespace's init and the forked
+    interpreter only: nothing of it is in the template's memory, which every later
+    execution is a copy of."""
+    secret = "plan-secret-" + os.urandom(12).hex()
+    with IsolatedLauncher() as launcher:
+        s = spec("print('ran')", tmp_path, env={"SOME_SETTING": "same"})
+        teach(launcher, s)
+        s2 = spec("print('ran')", tmp_path, env={"SOME_SETTING": "same"})
+        s2 = replace(s2, env={**s2.env, "EXECENGINE_RPC_TOKEN": secret})
+        rc, out, err, _ = run(launcher, s2)
+        assert (rc, out) == (0, "ran\n"), err
+        [template] = _templates(launcher)
+        memory = _memory(template.pid)
+        assert b"SOME_SETTING" in memory  # the shared environment is there: the scan works
+        assert secret.encode() not in memory
+
+
+def _memory(pid: int) -> bytes:
+    chunks = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if "r" not in perms:
+                continue
+            start, end = (int(x, 16) for x in addr.split("-"))
+            try:
+                mem.seek(start)
+                chunks.append(mem.read(end - start))
+            except (OSError, OverflowError, ValueError):
+                continue
+    return b"".join(chunks)
+
+
+def test_a_killed_template_costs_no_execution_and_another_is_started(tmp_path):
+    with IsolatedLauncher() as launcher:
+        s = spec("print('ran')", tmp_path)
+        teach(launcher, s)
+        [template] = _templates(launcher)
+        template.kill()
+        template.wait(5)
+        for _ in range(6):  # the entries it was asked for, then new ones
+            rc, out, err, _ = run(launcher, s)
+            assert (rc, out) == (0, "ran\n"), err
+        deadline = time.monotonic() + 10
+        while not _templates(launcher) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [p.pid for p in _templates(launcher)] != [template.pid]
+        assert _templates(launcher)
+
+
+def test_a_killed_keeper_ends_the_execution_and_leaves_nothing(tmp_path):
+    """The keeper (the forked interpreter's parent, outside its namespace) reports its
+    end to the namespace's init. Killed, init learns nothing: it kills the namespace and
+    waits for the interpreter to be gone."""
+    code = ("import subprocess, sys, time; subprocess.Popen(['sleep', '300']); "
+            "print('up', flush=True); time.sleep(300)")
+    with IsolatedLauncher() as launcher:
+        s = spec(code, tmp_path)
+        entry = teach(launcher, s)
+        interpreter = psutil.Process(interpreter_of(entry))
+        keeper = interpreter.parent()
+        assert keeper is not None and keeper.pid != entry
+        with launcher.launch(s) as child:
+            assert child.stdout.readline() == b"up\n"
+            uid = interpreter.uids().real
+            os.kill(keeper.pid, signal.SIGKILL)
+            rc = child.wait(10)
+            assert rc == -signal.SIGKILL
+            assert not [p for p in psutil.process_iter(["uids"])
+                        if p.info["uids"] and p.info["uids"].real == uid
+                        and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
+def test_a_cold_entry_forks_its_interpreter_too(tmp_path, fork_server):
+    """Without warm entries (or with none left), the entry made for the launch forks the
+    interpreter from the template as well, the first launch's included."""
+    with IsolatedLauncher(warm=0, fork_server=fork_server) as launcher:
+        s = spec(PROBE, tmp_path)
+        for _ in range(2):
+            rc, out, err, _ = run(launcher, s)
+            assert rc == 0, err
+            assert json.loads(out)[0] == (0 if fork_server else 1)
+        assert not launcher._pool._entries
