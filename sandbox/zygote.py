@@ -308,7 +308,7 @@ def main(params: dict[str, Any]) -> object:
                 _landlock(list(extra.get("read", ())), list(extra.get("write", ())), ll,
                           ruleset)
             os.close(ruleset)  # never the code's
-        for res, soft, hard in extra.get("rlimits", ()):  # the CPU time's, as planned
+        for res, soft, hard in extra.get("rlimits", ()):  # CPU time, open files: as planned
             import resource
 
             resource.setrlimit(res, (soft, hard))

@@ -56,7 +56,6 @@ import gc
 import json
 import marshal
 import os
-import resource
 import select
 import signal
 import socket
@@ -67,6 +66,7 @@ from typing import Any
 
 from execengine._resources import sandbox_dir
 from execengine.isolation import entry, mounts, seccomp
+from execengine.isolation.rlimits import PLAN_RLIMITS
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_MSG = 1 << 20
@@ -502,19 +502,19 @@ def zygote_extras(warm: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any] 
     filter than the plan's, the plan needs a bridge or a port rule (set up before exec),
     the Landlock rules made ahead are not a subset of the plan's, or at ``isolated`` a
     path of the plan would cover the interpreter bound ahead, or a writable one lie in
-    it. The CPU-time limit is the plan's own: the interpreter sets it."""
+    it. The CPU-time and open-files limits are the plan's own: the interpreter sets them."""
     z = warm["zygote"]
     ll, fixed = plan.get("landlock"), warm.get("landlock")
     if (plan["level"] != warm["level"] or bool(plan.get("netns")) != bool(warm.get("netns"))
             or plan.get("uid") != z.get("uid") or plan.get("gid") != z.get("gid")
-            or [list(r) for r in plan["rlimits"] if r[0] != resource.RLIMIT_CPU]
+            or [list(r) for r in plan["rlimits"] if r[0] not in PLAN_RLIMITS]
             != [list(r) for r in z["rlimits"]]
             or plan.get("seccomp") != z.get("seccomp") or plan.get("proxy_bridge")):
         return None
     if (ll is None) != (fixed is None):
         return None
-    cpu = [list(r) for r in plan["rlimits"] if r[0] == resource.RLIMIT_CPU]
-    extra: dict[str, Any] = {"read": [], "write": [], "rlimits": cpu}
+    own = [list(r) for r in plan["rlimits"] if r[0] in PLAN_RLIMITS]
+    extra: dict[str, Any] = {"read": [], "write": [], "rlimits": own}
     if ll is not None and fixed is not None:
         if (ll.get("connect_ports") or bool(ll["deny_tcp"]) != bool(fixed["deny_tcp"])
                 or bool(ll["scope"]) != bool(fixed["scope"])

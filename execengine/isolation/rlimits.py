@@ -26,6 +26,10 @@ from execengine.launch.base import LaunchLimits
 MIB = 1024 * 1024
 #: open files per process
 NOFILE = 1024
+#: the limits an interpreter started ahead sets from each plan (see ``sandbox/zygote.py``):
+#: the CPU time (each plan's own), and the open files (after the plan's descriptors are in
+#: place, some at their numbers in the host, which may be above it)
+PLAN_RLIMITS = (resource.RLIMIT_CPU, resource.RLIMIT_NOFILE)
 
 
 @dataclass(frozen=True)

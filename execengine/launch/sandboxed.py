@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import resource
 import select
 import shutil
 import signal
@@ -45,7 +44,7 @@ from execengine.errors import IsolationError, SandboxError
 from execengine.hostdirs import owner_tag
 from execengine.isolation import acl, cgroups, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
-from execengine.isolation.rlimits import Rlimits, tasks_of_uid
+from execengine.isolation.rlimits import PLAN_RLIMITS, Rlimits, tasks_of_uid
 from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
@@ -71,13 +70,13 @@ def _zygote_for(plan: dict[str, Any], interp: list[str]) -> dict[str, Any] | Non
     """What a warm entry needs to start the interpreter of ``plan`` ahead (None: it cannot,
     see :func:`.._spawnserver.zygote_extras`): how (the interpreter, the environment
     without the per-execution variables) and the privileged part it applies first (the
-    rlimits but the CPU time's, which the interpreter sets from each plan)."""
+    rlimits but :data:`.rlimits.PLAN_RLIMITS`, which the interpreter sets from each plan)."""
     if plan.get("proxy_bridge") or (plan.get("landlock") or {}).get("connect_ports"):
         return None
     late = set(runtime_module("zygote").LATE_VARS)
     return {"argv0": plan["argv"][0],
             "env": {k: v for k, v in plan["env"].items() if k not in late},
-            "rlimits": [r for r in plan["rlimits"] if r[0] != resource.RLIMIT_CPU],
+            "rlimits": [r for r in plan["rlimits"] if r[0] not in PLAN_RLIMITS],
             "seccomp": plan["seccomp"], "interp": interp}
 
 

@@ -528,3 +528,33 @@ def test_the_prestarted_interpreter_imports_nothing_a_script_would_pay_for_twice
            for alias in node.names}
     top |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
     assert top == {"__future__", "sys", "_socket", "marshal", "os", "stat"}
+
+
+def test_a_descriptor_passed_above_the_open_files_limit(launcher_cls, tmp_path):
+    """A passed descriptor keeps its number in the host, which may be above the sandbox's
+    open-files limit: the interpreter places it first and sets the limit after, as an
+    entry that execs does."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"RLIMIT_NOFILE hard limit {hard} is too low")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    r, w = os.pipe()
+    high = 1500
+    os.dup2(w, high)
+    os.close(w)
+    try:
+        code = ("import os, resource; os.write(1500, b'through'); "
+                "print(resource.getrlimit(resource.RLIMIT_NOFILE))")
+        with launcher_cls() as launcher:
+            s = spec(code, tmp_path, pass_fds=(high,))
+            entry = teach(launcher, replace(s, pass_fds=(high,)))
+            rc, out, err, pid = run(launcher, s)
+        assert (rc, out) == (0, "(1024, 1024)\n"), err
+        assert pid == entry
+        assert os.read(r, 100) == b"through"
+    finally:
+        os.close(high)
+        os.close(r)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
