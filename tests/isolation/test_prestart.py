@@ -97,7 +97,8 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
                              **({"PYTHONSAFEPATH": "1"} if safe_path else {})},
                         pass_fds=(target,))
 
-        with launcher_cls() as cold:
+        # without a template: a cold entry's interpreter would be forked from it
+        with launcher_cls(fork_server=False) as cold:
             s_cold = s = probe()
             rc, out, err, _ = run(cold, s)
             assert rc == 0, err
