@@ -550,7 +550,9 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
             continue
     if pidfd is not None:
         with contextlib.suppress(OSError):
-            select.select([pidfd], [], [])  # readable once it has exited
+            poller = select.poll()  # never select(): the descriptor may be above 1023
+            poller.register(pidfd, select.POLLIN)
+            poller.poll()  # readable once it has exited
         os.close(pidfd)
     return status if status is not None else int(signal.SIGKILL)
 
