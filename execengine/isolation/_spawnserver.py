@@ -100,6 +100,8 @@ class Server:
         self.templates: dict[str, tuple[int, socket.socket]] = {}
         #: how often each template died: one that keeps dying is not started again
         self.template_deaths: dict[str, int] = {}
+        #: launches whose entry has the plan and has not yet started it: error pipe -> it
+        self.launching: dict[int, _Launch] = {}
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -109,7 +111,7 @@ class Server:
         while True:
             # poll(), never select(): descriptor numbers above 1023 are normal here
             poller = select.poll()
-            for fd in (self.sock.fileno(), self.wake_r):
+            for fd in (self.sock.fileno(), self.wake_r, *self.launching):
                 poller.register(fd, select.POLLIN)
             try:
                 ready = [fd for fd, _ in poller.poll()]
@@ -119,24 +121,32 @@ class Server:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self.wake_r, 4096)
                 self.reap()
+            for fd in ready:
+                if fd in self.launching:
+                    self._progress(self.launching[fd])
             if self.sock.fileno() in ready:
                 msg, fds, _, _ = socket.recv_fds(self.sock, MAX_MSG, MAX_FDS)
                 if not msg:
                     self.shutdown()
                     return
+                rid = None
                 try:
-                    reply = self.handle(json.loads(msg), fds)
+                    req = json.loads(msg)
+                    rid = req.get("rid")
+                    reply = self.handle(req, fds)
                 except Exception as exc:
                     for fd in fds:
                         with contextlib.suppress(OSError):
                             os.close(fd)
                     reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-                _send(self.sock, reply)
+                if reply is not None:  # None: a launch replies once its entry started it
+                    _send(self.sock, {**reply, "rid": rid})
 
-    def handle(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    def handle(self, req: dict[str, Any], fds: list[int]) -> dict[str, Any] | None:
         op = req.get("op")
         if op == "spawn":
-            return self.spawn(req["plan"], fds, req.get("warm"), req.get("cold"))
+            return self.spawn(req["plan"], fds, req.get("warm"), req.get("cold"),
+                              req.get("rid"))
         if op == "prepare":
             pid = self.prepare(str(req["id"]), req["warm"])
             return {"ok": True, "pid": pid}
@@ -225,10 +235,14 @@ class Server:
             self.dead.discard(pid)
 
     def spawn(self, plan: dict[str, Any], fds: list[int], wid: str | None = None,
-              cold: dict[str, Any] | None = None) -> dict[str, Any]:
+              cold: dict[str, Any] | None = None, rid: Any = None) -> dict[str, Any] | None:
         """Start ``plan`` through the warm entry ``wid``, or a cold one. ``cold``: what a
         cold entry forks its interpreter from the template with (``zygote`` and the fixed
-        ``landlock`` rules, as a warm entry's; see :meth:`_cold_warm`), when it can."""
+        ``landlock`` rules, as a warm entry's; see :meth:`_cold_warm`), when it can.
+
+        The plan is sent to the entry here; the reply (``rid``'s) goes out once the entry
+        has started it or failed (see :meth:`_progress`), meanwhile we serve other
+        requests. None: not yet."""
         if len(fds) < 3:
             raise ValueError("spawn needs stdout, stderr and status fds")
         self.reap()  # learn about warm entries that died while waiting
@@ -239,72 +253,56 @@ class Server:
                 userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
                 "netns": bool(plan.get("netns"))}
-        zygote: dict[str, Any] | None = None
-        ahead: set[str] = set()
-        if wid is not None and wid in self.warm and self.prepared.get(wid, {}).get("zygote"):
-            zygote = zygote_extras(self.prepared[wid], plan)
-            if zygote is None:  # started for other limits: a cold entry serves this plan
-                self.discard(wid)
-                wid = None
-            else:  # the interpreter is bound in its root already
-                ahead = set(self.prepared[wid]["zygote"]["interp"])
-        made: list[int] = []  # every bind descriptor made here, closed at the end
-
-        def clone(skip: set[str]) -> tuple[list[mounts.Bind], list[int]]:
-            """The execution's paths (but ``skip``), as detached mounts made here in the
-            host's view."""
-            if m is None:
-                return [], []
-            binds, bind_fds = mounts.clone_binds(mounts.MountPlan(
-                new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in skip),
-                write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
-                tmp_mb=m["tmp_mb"], cwd=plan["cwd"], userns_fd=userns,
-                protect=tuple(m.get("protect", ())), hide=tuple(m.get("hide", ()))))
-            made.extend(bind_fds)
-            if len(fds) + len(bind_fds) + 2 > entry.MAX_FDS:
-                raise ValueError("too many paths and descriptors for one sandbox")
-            return binds, bind_fds
-
         if m is not None:
             warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
-        status_w = fds[2]
-        forked = None if zygote is not None or wid in self.warm else self._cold_warm(
-            warm, plan, cold)
-        if forked is not None:
-            ahead = set(forked[0]["zygote"]["interp"])
+        launch = _Launch(rid, plan, fds, userns)
+        # the ways to start it, in order: each when the one before was found dead
+        if wid is not None and wid in self.warm:
+            zygote = None
+            if self.prepared.get(wid, {}).get("zygote"):
+                zygote = zygote_extras(self.prepared[wid], plan)
+                if zygote is None:  # started for other limits: a cold entry serves this plan
+                    self.discard(wid)
+            if wid in self.warm:  # the interpreter is bound in its root already
+                ahead = set(self.prepared[wid]["zygote"]["interp"]) if zygote else set()
+                launch.ways.append(("warm", wid, zygote, ahead))
+        if not launch.ways:
+            forked = self._cold_warm(warm, plan, cold)
+            if forked is not None:  # its interpreter forked from the template, right away
+                launch.ways.append(("cold", forked[0], forked[1],
+                                    set(forked[0]["zygote"]["interp"])))
+        launch.ways.append(("cold", warm, None, set()))
         try:
-            sent = clone(ahead)
-            if wid is not None and wid in self.warm:
-                pid, ctl = self.warm.pop(wid)
-                self.prepared.pop(wid, None)
-                if pid in self.dead:  # it died before use: start a cold one instead
+            return self._next_way(launch)
+        except BaseException:
+            for fd in launch.made:  # the request's own descriptors: closed by the caller
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            raise
+
+    def _next_way(self, launch: _Launch) -> dict[str, Any] | None:
+        """Send the plan to the next way of ``launch`` that takes it; None once one has it
+        (its reply comes from :meth:`_progress`), the failure reply when none is left."""
+        while launch.ways:
+            kind, what, zygote, ahead = launch.ways.pop(0)
+            # (again for each way: one before may have attached them before it was found
+            # dead, and a cold entry binds the interpreter too)
+            binds = launch.clone(ahead)
+            if kind == "warm":
+                pid, ctl = self.warm.pop(what)
+                self.prepared.pop(what, None)
+                if pid in self.dead:  # it died before use
                     self.dead.discard(pid)
                     ctl.close()
-                else:
-                    reply = self._use(pid, ctl, plan, fds, sent, zygote)
-                    if reply is not None:
-                        return reply
-                if m is not None:
-                    # a pre-started entry's init may have attached them before it found
-                    # the interpreter gone, and the cold entry binds the interpreter too
-                    sent = clone(set())
-            if forked is not None:
-                # its interpreter forked from the template, right away
-                reply = self._use(*self._cold(forked[0]), plan, fds, sent, forked[1])
-                if reply is not None:
-                    return reply
-                if m is not None:
-                    sent = clone(set())
-            reply = self._use(*self._cold(warm), plan, fds, sent)
-            if reply is None:
-                os.close(status_w)
-                return {"ok": False, "error": "the sandbox entry died before use"}
-            return reply
-        finally:
-            for fd in [*fds, *made]:
-                if fd != status_w:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+                    continue
+            else:
+                pid, ctl = self._cold(what)
+            if self._send_plan(launch, pid, ctl, binds, zygote):
+                self.launching[launch.err_r] = launch
+                return None
+        os.close(launch.fds[2])
+        launch.close()
+        return {"ok": False, "error": "the sandbox entry died before use"}
 
     def _cold(self, warm: dict[str, Any]) -> tuple[int, socket.socket]:
         """An entry prepared for use at once: its pid and control socket."""
@@ -329,13 +327,13 @@ class Server:
         extras = zygote_extras(candidate, plan)
         return None if extras is None else (candidate, extras)
 
-    def _use(self, pid: int, ctl: socket.socket, plan: dict[str, Any], fds: list[int],
-             binds: tuple[list[mounts.Bind], list[int]], zygote: dict[str, Any] | None = None
-             ) -> dict[str, Any] | None:
-        """Hand ``plan`` to the prepared entry ``pid``; wait until it has exec'd or failed.
-        ``zygote``: what a pre-started interpreter adds to the rules made ahead (see
-        :func:`zygote_extras`). None: the entry was already dead (the caller starts a cold
-        one)."""
+    def _send_plan(self, launch: _Launch, pid: int, ctl: socket.socket,
+                   binds: tuple[list[mounts.Bind], list[int]], zygote: dict[str, Any] | None
+                   ) -> bool:
+        """Hand the plan to the prepared entry ``pid``. ``zygote``: what a pre-started
+        interpreter adds to the rules made ahead (see :func:`zygote_extras`). False: the
+        entry was already dead."""
+        plan, fds = launch.plan, launch.fds
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         # isolated: the namespace's init reports the status itself (module docstring)
         handover = plan.get("level") == "isolated"
@@ -350,18 +348,41 @@ class Server:
             ctl.close()
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            return None
+            return False
         os.close(err_w)
-        chunks = []
-        while True:
-            try:
-                data = os.read(err_r, 4096)
-            except InterruptedError:
-                continue
-            if not data:
-                break
-            chunks.append(data)
-        os.close(err_r)
+        os.set_blocking(err_r, False)
+        launch.err_r, launch.pid, launch.ctl, launch.chunks = err_r, pid, ctl, []
+        launch.handover = handover
+        return True
+
+    def _progress(self, launch: _Launch) -> None:
+        """The error pipe of ``launch``'s entry is readable: what it wrote, or EOF (it
+        started the plan, or failed, or died before taking it); reply when that decides."""
+        try:
+            data = os.read(launch.err_r, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        if data:
+            launch.chunks.append(data)
+            return
+        del self.launching[launch.err_r]
+        os.close(launch.err_r)
+        try:
+            reply = self._finish(launch)
+            if reply is None:
+                reply = self._next_way(launch)
+        except Exception as exc:  # (the status descriptor may be given away: left open)
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            launch.close()
+        if reply is not None:
+            _send(self.sock, {**reply, "rid": launch.rid})
+
+    def _finish(self, launch: _Launch) -> dict[str, Any] | None:
+        """After the entry closed the error pipe: the reply, or None when it died before
+        taking the plan (nothing of the plan ran: the next way gets it)."""
+        pid, ctl, chunks, plan, fds = (launch.pid, launch.ctl, launch.chunks, launch.plan,
+                                       launch.fds)
+        assert ctl is not None  # set with the plan
         ctl.setblocking(False)
         received = False
         with contextlib.suppress(OSError, ValueError):
@@ -371,19 +392,24 @@ class Server:
                 if reply.get("error"):  # phase 1 failed
                     chunks.append(str(reply["error"]).encode())
         ctl.close()
+        ended = launch.reaped.pop(pid, None)
         if not received and not chunks:
-            # it died before taking the plan (killed while waiting): nothing of the plan
-            # ran, the caller starts a cold entry
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             return None
         uid = plan.get("uid")
-        self.owned[pid] = (list(plan.get("cgroup_dirs") or []),
-                           uid if isinstance(uid, int) and uid > 0 else None)
-        if handover:
+        if ended is None:
+            self.owned[pid] = (list(plan.get("cgroup_dirs") or []),
+                               uid if isinstance(uid, int) and uid > 0 else None)
+        if launch.handover:
             os.close(fds[2])  # the entry has its copy (or failed: EOF tells the host)
+        elif ended is not None:  # it has ended already (reaped meanwhile)
+            with contextlib.suppress(OSError):
+                os.write(fds[2], str(ended).encode())
+            os.close(fds[2])
         else:
             self.children[pid] = fds[2]
+        launch.close()
         if chunks:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -454,6 +480,9 @@ class Server:
             if pid == 0:
                 return
             self.owned.pop(pid, None)  # ended: what is left of it is the host's to kill
+            for launch in self.launching.values():
+                if launch.pid == pid:  # its status waits for the launch's outcome
+                    launch.reaped[pid] = status
             for key, (template, ctl) in list(self.templates.items()):
                 if template == pid:  # the next entry starts another
                     ctl.close()
@@ -473,6 +502,15 @@ class Server:
         whatever was reparented to us), reap it, and remove the cgroups."""
         for wid in list(self.warm):
             self.discard(wid)
+        for launch in list(self.launching.values()):
+            with contextlib.suppress(OSError):
+                os.kill(launch.pid, signal.SIGKILL)
+            if launch.ctl is not None:
+                launch.ctl.close()
+            os.close(launch.err_r)
+            os.close(launch.fds[2])
+            launch.close()
+        self.launching.clear()
         for pid, ctl in self.templates.values():
             ctl.close()
             with contextlib.suppress(OSError):
@@ -493,6 +531,49 @@ class Server:
             _remove_cgroup(d)
         self.owned.clear()
 
+
+
+class _Launch:
+    """A spawn request in progress: the plan, its descriptors (``[stdout, stderr, status,
+    *passed]``, ours until the launch ends), the ways left to start it (a warm entry, a
+    cold one forking from the template, a cold one), and the entry that has it now."""
+
+    def __init__(self, rid: Any, plan: dict[str, Any], fds: list[int], userns: int | None
+                 ) -> None:
+        self.rid, self.plan, self.fds, self.userns = rid, plan, fds, userns
+        #: (kind, warm id or request, zygote extras, paths bound ahead)
+        self.ways: list[tuple[str, Any, dict[str, Any] | None, set[str]]] = []
+        self.made: list[int] = []  # every bind descriptor made for it
+        self.err_r = -1
+        self.pid = 0
+        self.ctl: socket.socket | None = None
+        self.chunks: list[bytes] = []
+        self.handover = False
+        #: wait statuses of its entry reaped while it was in progress
+        self.reaped: dict[int, int] = {}
+
+    def clone(self, skip: set[str]) -> tuple[list[mounts.Bind], list[int]]:
+        """The execution's paths (but ``skip``), as detached mounts made here in the host's
+        view."""
+        m = self.plan.get("mounts")
+        if m is None:
+            return [], []
+        binds, bind_fds = mounts.clone_binds(mounts.MountPlan(
+            new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in skip),
+            write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
+            tmp_mb=m["tmp_mb"], cwd=self.plan["cwd"], userns_fd=self.userns,
+            protect=tuple(m.get("protect", ())), hide=tuple(m.get("hide", ()))))
+        self.made.extend(bind_fds)
+        if len(self.fds) + len(bind_fds) + 2 > entry.MAX_FDS:
+            raise ValueError("too many paths and descriptors for one sandbox")
+        return binds, bind_fds
+
+    def close(self) -> None:
+        """Close our descriptors but the status one (given away, or closed, by then)."""
+        for fd in [*self.fds[:2], *self.fds[3:], *self.made]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds, self.made = self.fds[:3], []
 
 
 def zygote_extras(warm: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any] | None:

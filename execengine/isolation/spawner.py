@@ -1,12 +1,16 @@
 """Host side of the spawner process (see :mod:`._spawnserver`): start it, ask it to spawn.
 
-:class:`Spawner` is thread-safe (one request at a time) and a context manager; closing it
-makes the spawner SIGKILL whatever it still runs and exit.
+:class:`Spawner` is thread-safe and a context manager; closing it makes the spawner SIGKILL
+whatever it still runs and exit. Requests from several threads are in flight at once: each
+carries an id, and the spawner answers a launch once its entry has started it (serving
+other requests meanwhile), so replies come in any order; whichever waiting thread reads a
+reply hands it to the thread that asked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import socket
 import subprocess
@@ -14,7 +18,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from execengine.errors import HandshakeError, SandboxError
 
@@ -25,7 +29,13 @@ REPLY_TIMEOUT = 30.0
 class Spawner:
     def __init__(self, python: str = sys.executable) -> None:
         self.python = python
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # starting, sending, stopping
+        self._replies = threading.Condition(threading.Lock())
+        #: request id -> the socket it was sent on and its reply (None: not yet), for the
+        #: requests in flight
+        self._waiting: dict[int, tuple[socket.socket, dict[str, Any] | None]] = {}
+        self._reading: set[socket.socket] = set()  # sockets a waiting thread reads
+        self._ids = itertools.count(1)
         self._sock: socket.socket | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
@@ -66,19 +76,65 @@ class Spawner:
         return ours
 
     def request(self, obj: dict[str, Any], fds: Sequence[int] = ()) -> dict[str, Any]:
+        rid = next(self._ids)
         with self._lock:
             sock = self._start()
+            with self._replies:
+                self._waiting[rid] = (sock, None)
             try:
-                socket.send_fds(sock, [json.dumps(obj).encode()], list(fds))
-                data = sock.recv(1 << 20)
+                socket.send_fds(sock, [json.dumps({**obj, "rid": rid}).encode()], list(fds))
             except OSError as exc:
+                self._fail(sock, f"the sandbox spawner failed: {exc}")
+        try:
+            return self._reply(sock, rid)
+        finally:
+            with self._replies:
+                self._waiting.pop(rid, None)
+
+    def _reply(self, sock: socket.socket, rid: int) -> dict[str, Any]:
+        """Wait for the reply to ``rid``, reading ``sock`` while no other thread does."""
+        with self._replies:
+            while True:
+                reply = self._waiting[rid][1]
+                if reply is not None:
+                    if reply.get("_failed"):
+                        raise SandboxError(reply["_failed"])
+                    return reply
+                if sock not in self._reading:
+                    break
+                self._replies.wait()
+            self._reading.add(sock)
+        try:
+            while True:
+                try:
+                    data = sock.recv(1 << 20)
+                except OSError as exc:
+                    self._fail(sock, f"the sandbox spawner failed: {exc}")
+                if not data:
+                    self._fail(sock, "the sandbox spawner exited unexpectedly")
+                got: dict[str, Any] = json.loads(data)
+                if got.get("rid") == rid:
+                    return got
+                with self._replies:
+                    if got.get("rid") in self._waiting:
+                        self._waiting[got["rid"]] = (sock, got)
+                        self._replies.notify_all()
+        finally:
+            with self._replies:
+                self._reading.discard(sock)
+                self._replies.notify_all()
+
+    def _fail(self, sock: socket.socket, why: str) -> NoReturn:
+        """The spawner is gone: every request in flight on ``sock`` fails, with ``why``."""
+        with self._lock:
+            if self._sock is sock:
                 self._stop()
-                raise SandboxError(f"the sandbox spawner failed: {exc}") from exc
-            if not data:
-                self._stop()
-                raise SandboxError("the sandbox spawner exited unexpectedly")
-            reply: dict[str, Any] = json.loads(data)
-            return reply
+        with self._replies:
+            for rid, (on, reply) in list(self._waiting.items()):
+                if on is sock and reply is None:
+                    self._waiting[rid] = (on, {"_failed": why})
+            self._replies.notify_all()
+        raise SandboxError(why)
 
     def spawn(self, plan: dict[str, Any], fds: Sequence[int], warm: str | None = None,
               cold: dict[str, Any] | None = None) -> int:
