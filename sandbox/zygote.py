@@ -374,7 +374,7 @@ def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
     us."""
     import signal
 
-    # our parent may die (the spawner's shutdown): our job ends with the interpreter's
+    # (no death signal: if our parent dies, our job still ends with the interpreter's)
     entry_sock = _socket.socket(fileno=fds[0])
     cgroups = fds[1:]
     msg, got = _recv(entry_sock)
@@ -388,6 +388,8 @@ def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
         entry_sock.send(b"error setns: " + os.strerror(err).encode())
         os._exit(0)
     os.close(pidfd)
+    # the template's SIG_IGN would have the kernel reap the interpreter before we wait
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     child = os.fork()
     if child == 0:
         entry_sock.close()
@@ -399,7 +401,6 @@ def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
     except OSError:
         pass
     entry_sock.close()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     while True:
         try:
             _, status = os.waitpid(child, 0)
