@@ -188,9 +188,9 @@ class Server:
         entry's cgroup directories; our end of the keeper's socket, which the entry's
         workload uses to hand its namespaces over. None when there is no template (the
         workload then starts the interpreter itself, as without one)."""
-        z = warm.get("zygote")
-        if not z or not z.get("fork") or warm.get("level") != "isolated":
+        if not _forks(warm):
             return None
+        z = warm["zygote"]
         key = json.dumps([z["argv0"], z["env"], z["interp"], warm["new_root"]],
                          sort_keys=True)
         if self.template_deaths.get(key, 0) >= TEMPLATE_RETRIES:
@@ -198,10 +198,8 @@ class Server:
         if key not in self.templates:
             self.templates[key] = self._start_template(
                 {**z, "new_root": warm["new_root"]})
-        sc = z.get("seccomp")
         req = {"uid": z.get("uid"), "gid": z.get("gid"), "rlimits": z["rlimits"],
-               "seccomp": seccomp.compiled(bool(sc["allow_network"]),
-                                           bool(sc.get("stream_only"))) if sc else None}
+               "seccomp": entry.seccomp_program(z.get("seccomp"))}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sent = [theirs.detach()]
         try:
@@ -285,16 +283,18 @@ class Server:
         (its reply comes from :meth:`_progress`), the failure reply when none is left."""
         while launch.ways:
             kind, what, zygote, ahead = launch.ways.pop(0)
+            if kind == "warm" and self.warm[what][0] in self.dead:  # it died before use
+                pid, ctl = self.warm.pop(what)
+                self.prepared.pop(what, None)
+                self.dead.discard(pid)  # (reaped: never signalled again)
+                ctl.close()
+                continue
             # (again for each way: one before may have attached them before it was found
             # dead, and a cold entry binds the interpreter too)
             binds = launch.clone(ahead)
             if kind == "warm":
                 pid, ctl = self.warm.pop(what)
                 self.prepared.pop(what, None)
-                if pid in self.dead:  # it died before use
-                    self.dead.discard(pid)
-                    ctl.close()
-                    continue
             else:
                 pid, ctl = self._cold(what)
             if self._send_plan(launch, pid, ctl, binds, zygote):
@@ -320,10 +320,11 @@ class Server:
         there is no template for it or it cannot serve the plan (then the entry execs the
         plan's program, as cold entries do). A started interpreter is not worth it for a
         cold entry: only a fork is."""
-        z = (cold or {}).get("zygote")
-        if not z or not z.get("fork") or warm.get("level") != "isolated":
+        if not cold:
             return None
-        candidate = {**warm, "zygote": z, "landlock": cold.get("landlock") if cold else None}
+        candidate = {**warm, "zygote": cold.get("zygote"), "landlock": cold.get("landlock")}
+        if not _forks(candidate):
+            return None
         extras = zygote_extras(candidate, plan)
         return None if extras is None else (candidate, extras)
 
@@ -533,6 +534,12 @@ class Server:
 
 
 
+def _forks(warm: dict[str, Any]) -> bool:
+    """Whether the entry ``warm`` describes has its interpreter forked from a template
+    (see :func:`.entry.exec_template`)."""
+    return bool((warm.get("zygote") or {}).get("fork")) and warm.get("level") == "isolated"
+
+
 class _Launch:
     """A spawn request in progress: the plan, its descriptors (``[stdout, stderr, status,
     *passed]``, ours until the launch ends), the ways left to start it (a warm entry, a
@@ -682,11 +689,10 @@ def main(argv: list[str]) -> int:
     # pivoted or dropped privileges (the interpreter's site-packages may be out of reach)
     with contextlib.suppress(ImportError, OSError):
         seccomp.load_module()
-        # every filter, compiled once (see seccomp.compiled; the arguments exactly as
-        # entry.exec_workload passes them: they are the cache key)
-        seccomp.compiled(False, False)
-        seccomp.compiled(True, False)
-        seccomp.compiled(False, True)  # the allow-list proxy's variant
+        # every filter, compiled once (see seccomp.compiled), as plans ask for them
+        for sc in ({"allow_network": False}, {"allow_network": True},
+                   {"allow_network": False, "stream_only": True}):  # the proxy's variant
+            entry.seccomp_program(sc)
     entry.ZYGOTE_SOURCE = (sandbox_dir() / "zygote.py").read_text()
     # everything loaded so far lives as long as we do: out of the collector's sight, so
     # that neither our collections nor a forked entry's touch (and copy) those pages

@@ -212,11 +212,19 @@ def _drop(rlimits: list[list[int]], uid: int | None, gid: int | None) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
+def seccomp_program(sc: dict[str, Any] | None) -> bytes | None:
+    """The compiled filter a plan's ``seccomp`` asks for (None: none); compiled once in the
+    spawner, which calls it with every variant at start-up (its arguments are the cache
+    key of :func:`.seccomp.compiled`)."""
+    if sc is None:
+        return None
+    return seccomp_layer.compiled(bool(sc["allow_network"]), bool(sc.get("stream_only")))
+
+
 def _seccomp(sc: dict[str, Any] | None) -> None:
-    if sc is not None:
-        # compiled once in the spawner (inherited through fork): only the load is left
-        seccomp_layer.load_bpf(seccomp_layer.compiled(bool(sc["allow_network"]),
-                                                      bool(sc.get("stream_only"))))
+    program = seccomp_program(sc)  # inherited through fork: only the load is left
+    if program is not None:
+        seccomp_layer.load_bpf(program)
 
 
 #: control message: JSON up to this size, plus up to this many fds
@@ -539,15 +547,7 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
     keeper.close()
     if msg[5:].isdigit():
         status = int(msg[5:])
-    with contextlib.suppress(OSError):
-        os.kill(-1, signal.SIGKILL)  # as pid 1: everyone in the namespace but us
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
+    _kill_and_reap()
     if pidfd is not None:
         with contextlib.suppress(OSError):
             poller = select.poll()  # never select(): the descriptor may be above 1023
@@ -604,16 +604,17 @@ def exec_zygote(warm: dict[str, Any], ctl: int, ruleset: landlock.Ruleset | None
         params["ruleset"] = ruleset.fd
         params["landlock"] = {"read_access": landlock.READ, "write_access": ruleset.handled,
                               "file_rights": landlock.FILE_RIGHTS}
-    # marshal's version 4 (Python 3.4 and later) reads the same on every interpreter we run
-    program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = main(marshal.loads("
-               f"{marshal.dumps(params, 4)!r}))\n")
-    _exec_loader(z["argv0"], z["env"], program)
+    _exec_loader(z["argv0"], z["env"], "main", params)
 
 
-def _exec_loader(argv0: str, env: dict[str, str], program: str, keep: int | None = None
-                 ) -> None:
-    """Exec ``argv0`` under ``env`` with :data:`ZYGOTE_LOADER` running ``program``.
+def _exec_loader(argv0: str, env: dict[str, str], function: str, params: dict[str, Any],
+                 keep: int | None = None) -> None:
+    """Exec ``argv0`` under ``env`` with :data:`ZYGOTE_LOADER` running ``sandbox/zygote.py``
+    and then its ``function(params)``, whose result is the code the loader runs.
     ``keep``: a descriptor the program uses (made inheritable)."""
+    # marshal's version 4 (Python 3.4 and later) reads the same on every interpreter we run
+    program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = {function}(marshal.loads("
+               f"{marshal.dumps(params, 4)!r}))\n")
     if keep is not None:
         os.set_inheritable(keep, True)
     # the standard streams the interpreter makes at start-up must be what the plan's will
@@ -688,10 +689,9 @@ def exec_template(template: dict[str, Any], ctl: int, spawner: int) -> None:
         mounts.prepare_root(root, 1, template["interp"])
         mounts.enter_root(root)
         _default_signals()
-        params = {"ctl": TEMPLATE_CTL, "argv0": template["argv0"], "env": template["env"]}
-        program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = serve(marshal.loads("
-                   f"{marshal.dumps(params, 4)!r}))\n")
-        _exec_loader(template["argv0"], template["env"], program, keep=TEMPLATE_CTL)
+        _exec_loader(template["argv0"], template["env"], "serve",
+                     {"ctl": TEMPLATE_CTL, "argv0": template["argv0"], "env": template["env"]},
+                     keep=TEMPLATE_CTL)
     finally:
         os._exit(127)
 
@@ -721,21 +721,27 @@ def _reap_until_empty(workload: int) -> int:
     but init exists (``CLONE_PARENT`` still gives a parent inside the namespace, pid 1
     itself may not use it, and only root on the host could join the namespace).
     """
-    status: int | None = None
-    killed = False
     while True:
         try:
-            pid, st = os.waitpid(-1, 0)
+            pid, status = os.waitpid(-1, 0)
         except ChildProcessError:
-            break
+            return 127 << 8  # not reached: the workload is our child
         except InterruptedError:
             continue
         if pid == workload:
-            status = st
-        if status is not None and not killed:
-            with contextlib.suppress(OSError):
-                os.kill(-1, signal.SIGKILL)  # as pid 1: everyone in the namespace but us
-            killed = True
-    if status is None:  # not reached: the workload is our child
-        status = 127 << 8
-    return status
+            _kill_and_reap()
+            return status
+
+
+def _kill_and_reap() -> None:
+    """As the namespace's init: SIGKILL everyone in the namespace but us, and reap until
+    none is left (why that is exact: :func:`_reap_until_empty`)."""
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGKILL)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue

@@ -515,13 +515,10 @@ class SandboxLauncher(Launcher):
                 warm.update(new_root=NEW_ROOT, tmp_mb=limits.tmp_mb)
             if self._interp_seen:
                 warm["landlock"] = self._fixed_rules(self._interp_seen, limits)
-            # not where the run token finds an execution's processes (no slot uid, no
-            # cgroup): a process forked from a pre-started interpreter lacks it
-            if (script and self._zygote_seen is not None and self._own_net(limits) == own_net
-                    and generation == self._zygote_generation
-                    and (slot is not None or group is not None)):
-                warm["zygote"] = {**self._zygote_seen, "uid": slot.uid if slot else None,
-                                  "gid": slot.gid if slot else None}
+            zygote = self._zygote_with(slot, group)
+            if (script and zygote is not None and self._own_net(limits) == own_net
+                    and generation == self._zygote_generation):
+                warm["zygote"] = zygote
             pid = self.spawner.prepare(wid, warm)
         except BaseException:
             self._release(slot, group)
@@ -551,17 +548,27 @@ class SandboxLauncher(Launcher):
                 self._fork_server and self.root
                 and os.path.abspath(spec.argv[0]) == os.path.abspath(sys.executable))
 
+    def _zygote_with(self, slot: UidSlot | None, group: cgroups.ExecCgroup | None
+                     ) -> dict[str, Any] | None:
+        """The interpreter to start ahead (:meth:`_learn_zygote`), for an entry with ``slot``;
+        None when nothing was learnt, or the entry has neither a slot uid nor a cgroup (not
+        where the run token finds an execution's processes: a process forked from a
+        pre-started interpreter lacks it)."""
+        if self._zygote_seen is None or (slot is None and group is None):
+            return None
+        return {**self._zygote_seen, "uid": slot.uid if slot else None,
+                "gid": slot.gid if slot else None}
+
     def _cold_fork(self, script: bool, slot: UidSlot | None,
-                   group: cgroups.ExecCgroup | None, interp: list[str]) -> dict[str, Any] | None:
+                   group: cgroups.ExecCgroup | None, interp: list[str], limits: LaunchLimits
+                   ) -> dict[str, Any] | None:
         """What a cold entry needs to fork a script's interpreter from the template, as a
         warm entry would (the spawner checks that it can serve the plan): the zygote just
         learnt from this launch, for its slot, and the fixed Landlock rules."""
-        z = self._zygote_seen
-        if not script or z is None or not z.get("fork") or (slot is None and group is None):
+        zygote = self._zygote_with(slot, group)
+        if not script or zygote is None or not zygote.get("fork"):
             return None
-        return {"zygote": {**z, "uid": slot.uid if slot else None,
-                           "gid": slot.gid if slot else None},
-                "landlock": self._fixed_rules(interp, self._limits_seen)}
+        return {"zygote": zygote, "landlock": self._fixed_rules(interp, limits)}
 
     def _discard_warm(self, entry: WarmEntry) -> None:
         slot, group = entry.resources
@@ -668,7 +675,8 @@ class SandboxLauncher(Launcher):
             fds = [out_r, out_w, err_r, err_w, st_r, st_w]
             pid = self.spawner.spawn(plan, [out_w, err_w, st_w, *spec.pass_fds],
                                      warm=warm.id if warm is not None else None,
-                                     cold=self._cold_fork(script, slot, group, interp))
+                                     cold=self._cold_fork(script, slot, group, interp,
+                                                          spec.limits))
         except BaseException:
             for fd in fds:
                 with contextlib.suppress(OSError):
