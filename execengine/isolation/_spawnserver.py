@@ -186,8 +186,8 @@ class Server:
         ["fork"]``): ask the template (started if need be) for a keeper for this entry,
         with what the interpreter applies once forked (uid, gid, rlimits, seccomp) and the
         entry's cgroup directories; our end of the keeper's socket, which the entry's
-        workload uses to hand its namespaces over. None when there is no template (the
-        workload then starts the interpreter itself, as without one)."""
+        init uses to hand its namespaces over. None when there is no template (a workload
+        then starts the interpreter, as without one)."""
         if not _forks(warm):
             return None
         z = warm["zygote"]

@@ -25,16 +25,17 @@ asked for (a warm entry; see :mod:`._spawnserver`):
 ``isolated``::
 
     spawner ─fork─> holder: setsid, cgroup, unshare(mnt|pid|net|ipc|uts), ignore SIGTERM
-                      └─fork─> init (pid 1): reaper
-                                 └─fork─> workload: root, pivot_root │ plan │ binds,
-                                                           then as above, exec
-    init forwards SIGTERM to the namespace and reaps everything. The workload hands it
-    the host's status descriptor (which came with the plan) before exec. When the
-    workload ends, init SIGKILLs whatever is left in the namespace, reaps until nothing
-    is, then writes the wait status there as ``"<status> empty"`` (straight to the host,
-    before the namespaces' slow teardown) and to the holder, and exits. The holder
-    re-creates that status as its own. Both die with their parent (PR_SET_PDEATHSIG), so
-    killing the holder kills the whole namespace.
+                      └─fork─> init (pid 1): root, pivot_root; reaper
+                                 └─fork─> workload: │ plan │ binds, then as above, exec
+    init builds and enters the root for the whole namespace, forwards SIGTERM to it and
+    reaps everything. The workload hands init the host's status descriptor (which came
+    with the plan) before exec. When the workload ends, init SIGKILLs whatever is left in
+    the namespace, reaps until nothing is, then writes the wait status there as
+    ``"<status> empty"`` (straight to the host, before the namespaces' slow teardown) and
+    to the holder, and exits. The holder re-creates that status as its own. Both die with
+    their parent (PR_SET_PDEATHSIG), so killing the holder kills the whole namespace.
+    With a template (:func:`exec_template`) there is no workload: init hands its
+    namespaces to the template's keeper, which forks the interpreter into them.
 
 Errors before the plan arrives are sent on the control socket; errors after it are written
 to the plan's error fd (close-on-exec), which the spawner reads until EOF to tell a
@@ -413,47 +414,53 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
             os.kill(-1, signal.SIGTERM)  # as pid 1: everyone in the namespace but us
 
     signal.signal(signal.SIGTERM, on_term)
-    # the workload passes the host's status descriptor up here once the plan is in
+    # the fixed part of the file-system view, ahead of the plan: built, its Landlock rules
+    # added (the interpreter's at its host path), entered; by us, for the whole namespace
+    # (pivot_root moves every process of it whose root was the old one)
+    root, tmp_mb = str(warm["new_root"]), int(warm["tmp_mb"])
+    zygote = warm.get("zygote")
+    mounts.prepare_root(root, tmp_mb, zygote["interp"] if zygote else ())
+    ruleset = _prepare_landlock(warm, root)
+    mounts.enter_root(root)
+    # the interpreter reports to us on this pair (its start, then through its keeper its
+    # end); without a template, the workload passes the host's status descriptor up on it
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    workload = os.fork()
-    if workload == 0:
-        try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.close(status_w)
-            ours.close()
-            root, tmp_mb = str(warm["new_root"]), int(warm["tmp_mb"])
-            # the fixed part of the file-system view, ahead of the plan: built, its Landlock
-            # rules added (the interpreter's at its host path), entered
-            zygote = warm.get("zygote")
-            mounts.prepare_root(root, tmp_mb, zygote["interp"] if zygote else ())
-            ruleset = _prepare_landlock(warm, root)
-            mounts.enter_root(root)
-            if _zygote_ready(warm, ruleset):
-                # the plan goes to init, which attaches the binds and forwards the rest
-                theirs.send(b"z")
-                os.close(ctl)
-                if warm.get("fork_fd") and _hand_over(warm, theirs, ruleset):
-                    os._exit(0)  # the template's fork is the interpreter now
-                exec_zygote(warm, theirs.detach(), ruleset)
-            _close_fork_fd(warm)
-            theirs.send(b"p")
-            _await_plan(ctl, (root, tmp_mb), theirs, ruleset)
-        except BaseException as exc:
-            _report_ctl(ctl, exc)
-        os._exit(127)
+    forked = _zygote_ready(warm, ruleset)
+    workload: int | None = None
+    if not (forked and warm.get("fork_fd") and _hand_over(warm, theirs, ruleset)):
+        # no template's keeper forks the interpreter into our namespaces: a workload of
+        # ours starts it (the plan then comes to us, as for the keeper's), or runs the plan
+        _close_fork_fd(warm)
+        workload = os.fork()
+        if workload == 0:
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                os.close(status_w)
+                ours.close()
+                if forked:
+                    os.close(ctl)
+                    exec_zygote(warm, theirs.detach(), ruleset)
+                _await_plan(ctl, (root, tmp_mb), theirs, ruleset)
+            except BaseException as exc:
+                _report_ctl(ctl, exc)
+            os._exit(127)
     theirs.close()
-    _close_fork_fd(warm)
-    mode = _received(ours)
-    if mode == b"z":
+    if ruleset is not None:
+        ruleset.close()
+    if forked:
         host, pid = _forward_plan(warm, ctl, ours)
     else:
-        host = _received_fd(ours) if mode == b"p" else None  # None: the workload died
+        host = _received_fd(ours)  # None: the workload died before the plan
         pid = workload
     if pid is None or pid == workload:
-        # (None: nothing of a plan ran; a forked interpreter still waiting for one dies
-        # with the namespace as we exit)
+        # (None: nothing of a plan ran; an interpreter still waiting for one dies with
+        # the namespace)
         ours.close()
-        status = _reap_until_empty(workload)
+        if workload is None:
+            _kill_and_reap()
+            status = 0
+        else:
+            status = _reap_until_empty(workload)
     else:  # an interpreter forked by the template: its keeper reports its end
         status = _await_keeper(ours, pid)
     # Only now, with nothing of the execution left, report the status to the host
@@ -558,7 +565,7 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
 
 
 def _close_fork_fd(warm: dict[str, Any]) -> None:
-    """Our copy of the socket to the template's keeper (only the workload hands over)."""
+    """Our copy of the socket to the template's keeper (only init hands over)."""
     fd = warm.pop("fork_fd", None)
     if fd:
         with contextlib.suppress(OSError):
@@ -638,10 +645,11 @@ def _exec_loader(argv0: str, env: dict[str, str], function: str, params: dict[st
 
 def _hand_over(warm: dict[str, Any], init: socket.socket, ruleset: landlock.Ruleset | None
                ) -> bool:
-    """As the workload of an entry served by a template (see :func:`exec_template`): hand
-    our namespaces (a pidfd), init's socket and the Landlock rules made ahead to the
-    template's keeper for this entry, which forks the interpreter into them. Whether it
-    did; if not, the caller starts the interpreter itself."""
+    """As the namespace's init of an entry served by a template (see
+    :func:`exec_template`), in the root it entered: hand our namespaces (a pidfd of
+    ourselves), our end of the interpreter's socket (``init``) and the Landlock rules
+    made ahead to the template's keeper for this entry, which forks the interpreter into
+    them. Whether it did; if not, the caller forks a workload that starts it."""
     fd = warm.pop("fork_fd")
     sock = socket.socket(fileno=fd)
     try:

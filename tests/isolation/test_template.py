@@ -70,6 +70,23 @@ def test_the_interpreter_is_forked_from_the_template_with_a_started_ones_credent
     assert (status["NoNewPrivs"], status["Seccomp"]) == (["1"], ["2"])
 
 
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
+def test_the_namespace_holds_init_and_the_interpreter_only(tmp_path, fork_server):
+    """Forked, init hands its own namespaces to the keeper: no workload process is made
+    for the execution (nor left, a zombie, until the end). Started, the workload became
+    the interpreter. Either way the script's pid namespace holds init (1) and itself."""
+    code = ("import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), "
+            "os.getpid())")
+    with IsolatedLauncher(fork_server=fork_server) as launcher:
+        s = spec(code, tmp_path)
+        teach(launcher, s)
+        for _ in range(2):
+            rc, out, err, _ = run(launcher, s)
+            assert rc == 0, err
+            pids, me = out.rsplit(" ", 1)
+            assert json.loads(pids) == [1, int(me)]
+
+
 def test_both_ways_show_the_same_process(tmp_path):
     outs = []
     for fork_server in (True, False):
