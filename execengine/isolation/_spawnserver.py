@@ -167,10 +167,12 @@ class Server:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         close = (self.sock.fileno(), self.wake_r, self.wake_w, ours.fileno(),
                  *(c.fileno() for _, c in self.warm.values()))
+        me = os.getpid()
         try:
-            pid = os.fork()
+            pid = (entry.fork_isolated(bool(warm.get("netns"))) if warm["level"] == "isolated"
+                   else os.fork())
             if pid == 0:
-                entry.prepare(warm, theirs.fileno(), os.getppid(), close)
+                entry.prepare(warm, theirs.fileno(), me, close)
                 os._exit(127)  # not reached
         finally:
             theirs.close()

@@ -24,18 +24,20 @@ asked for (a warm entry; see :mod:`._spawnserver`):
 
 ``isolated``::
 
-    spawner ─fork─> holder: setsid, cgroup, unshare(mnt|pid|net|ipc|uts), ignore SIGTERM
-                      └─fork─> init (pid 1): root, pivot_root; reaper
-                                 └─fork─> workload: │ plan │ binds, then as above, exec
-    init builds and enters the root for the whole namespace, forwards SIGTERM to it and
-    reaps everything. The workload hands init the host's status descriptor (which came
-    with the plan) before exec. When the workload ends, init SIGKILLs whatever is left in
-    the namespace, reaps until nothing is, then writes the wait status there as
-    ``"<status> empty"`` (straight to the host, before the namespaces' slow teardown) and
-    to the holder, and exits. The holder re-creates that status as its own. Both die with
-    their parent (PR_SET_PDEATHSIG), so killing the holder kills the whole namespace.
-    With a template (:func:`exec_template`) there is no workload: init hands its
-    namespaces to the template's keeper, which forks the interpreter into them.
+    spawner ─fork into new mnt|pid|net|ipc|uts─> init (pid 1): setsid, cgroup, root,
+                                                  pivot_root; reaper
+                                        └─fork─> workload: │ plan │ binds, then as above,
+                                                                       exec
+    The spawner unshares the namespaces, forks, and returns to its own
+    (:func:`fork_isolated`). init builds and enters the root for the whole namespace,
+    forwards SIGTERM to it and reaps everything. The workload hands init the host's status
+    descriptor (which came with the plan) before exec. When the workload ends, init
+    SIGKILLs whatever is left in the namespace, reaps until nothing is, then writes the
+    wait status there as ``"<status> empty"`` (straight to the host, before the
+    namespaces' slow teardown), and exits. It dies with the spawner (PR_SET_PDEATHSIG);
+    killing it (pid 1) kills the whole namespace. With a template (:func:`exec_template`)
+    there is no workload: init hands its namespaces to the template's keeper, which forks
+    the interpreter into them.
 
 Errors before the plan arrives are sent on the control socket; errors after it are written
 to the plan's error fd (close-on-exec), which the spawner reads until EOF to tell a
@@ -237,8 +239,8 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             ) -> None:
     """Body of the spawner's forked child (``close``: the spawner's own fds): phase 1, then
     wait on ``ctl`` for the plan (phase 2). Never returns."""
-    # No garbage collection in here: this process lives until exec (or as the namespace's
-    # init or holder, which allocate next to nothing), and a collection would walk the
+    # No garbage collection in here: this process lives until exec (or as the namespaces'
+    # init, which allocates next to nothing), and a collection would walk the
     # whole heap inherited from the spawner, copying every page it touches (measured:
     # 5-20 ms on the launch's critical path, the first time the plan's objects were made)
     gc.disable()
@@ -255,15 +257,17 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             low = keep + 1
         os.closerange(low, 1 << 20)
         os.setsid()
-        die_with_parent(spawner)
+        # isolated: forked straight into the namespaces (fork_isolated), our parent's pid
+        # reads as 0
+        die_with_parent(spawner if warm["level"] != "isolated" else None)
         for d in warm.get("cgroup_dirs", ()):
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
-                fh.write(str(os.getpid()))
+                fh.write("0")  # ourselves (our pid reads 1 at isolated)
         if warm["level"] != "isolated":
             if warm.get("netns"):  # the allow-list proxy is bridged in (see .bridge)
                 own_network()
             _await_plan(ctl, ruleset=_prepare_landlock(warm))
-        _isolated(warm, ctl)
+        _namespace_init(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
         _report_ctl(ctl, exc)
         os._exit(127)
@@ -374,39 +378,47 @@ def _report_ctl(ctl: int, exc: BaseException) -> None:
         os.write(ctl, json.dumps({"error": msg[:4000]}).encode())
 
 
-def _isolated(warm: dict[str, Any], ctl: int) -> None:
+#: the namespaces an isolated entry gets of its own, by the flag that makes one
+NAMESPACES = {CLONE_NEWNS: "mnt", CLONE_NEWPID: "pid", CLONE_NEWIPC: "ipc",
+              CLONE_NEWUTS: "uts", CLONE_NEWNET: "net"}
+#: the spawner's own namespaces (descriptors opened once), to come back to
+_home: dict[int, int] = {}
+
+
+def fork_isolated(netns: bool) -> int:
+    """In the (single-threaded) spawner: fork the init of an ``isolated`` entry straight
+    into new mount, pid, IPC and UTS namespaces (and network, ``netns``): unshare them
+    here, fork, and return to ours with ``setns``. No process stands between us and the
+    namespaces' init, which is pid 1 from its start (a holder forked for the unshare,
+    another fork and its exit cost 5 ms of CPU per execution). 0 in the child, as
+    :func:`os.fork`. A spawner that cannot return to its own namespaces exits (the host
+    starts another): it must never fork a later entry from inside this one's."""
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-    if warm.get("netns"):
+    if netns:
         flags |= CLONE_NEWNET  # a fresh net namespace: only a down loopback
+    if not _home:
+        for flag, name in NAMESPACES.items():
+            _home[flag] = os.open(f"/proc/self/ns/{name}", os.O_RDONLY | os.O_CLOEXEC)
     unshare(flags)
-    status_r, status_w = os.pipe()
-    init = os.fork()
-    if init == 0:
-        try:
-            os.close(status_r)
-            die_with_parent(None)
-            _namespace_init(warm, ctl, status_w)
-        except BaseException as exc:
-            _report_ctl(ctl, exc)
-        os._exit(127)
-    # holder: keep nothing of the sandbox open, wait for init, re-create the status
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.close(status_w)
-    os.close(ctl)
-    _close_fork_fd(warm)
-    _, st = os.waitpid(init, 0)
-    data = os.read(status_r, 64)
-    status = int(data) if data.strip() else st
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 127)
+    pid = -1
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            for flag in NAMESPACES:
+                if flags & flag and _libc.setns(_home[flag], flag) != 0:
+                    err = ctypes.get_errno()
+                    with contextlib.suppress(OSError):
+                        os.write(2, f"execengine spawner: cannot return to its own "
+                                    f"namespaces: {os.strerror(err)}\n".encode())
+                    os._exit(70)
+    return pid
 
 
-def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
+def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
+    """As the namespaces' init (pid 1; see :func:`fork_isolated`): build and enter the
+    root, start the interpreter (through the template's keeper, or a workload of ours),
+    reap everything, report the execution's status to the host, exit. Never returns."""
     socket.sethostname("sandbox")
 
     def on_term(signum: int, frame: Any) -> None:
@@ -435,7 +447,6 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
         if workload == 0:
             try:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.close(status_w)
                 ours.close()
                 if forked:
                     os.close(ctl)
@@ -464,15 +475,13 @@ def _namespace_init(warm: dict[str, Any], ctl: int, status_w: int) -> None:
     else:  # an interpreter forked by the template: its keeper reports its end
         status = _await_keeper(ours, pid)
     # Only now, with nothing of the execution left, report the status to the host
-    # straight away: exiting (and so the holder's exit) waits for the namespaces'
-    # teardown (the mount namespace's is a synchronous RCU wait, ~1.5 ms), which then
-    # happens after the result is out. The host takes "empty" as the kill-all's
-    # confirmation.
+    # straight away: exiting waits for the namespaces' teardown (the mount namespace's is
+    # a synchronous RCU wait, ~1.5 ms), which then happens after the result is out. The
+    # host takes "empty" as the kill-all's confirmation.
     if host is not None:
         with contextlib.suppress(OSError):
             os.write(host, f"{status} empty".encode())
         os.close(host)
-    os.write(status_w, str(status).encode())
     os._exit(0)
 
 

@@ -14,7 +14,7 @@ after the child is closed, off the result's path, and always before the launcher
 ``close()`` returns.
 
 Kill-all, strongest first: the execution's cgroup (``cgroup.kill``); at ``isolated`` the
-pid namespace (killing the holder kills its init, and with it every process in the
+pid namespace (killing its init, the spawner's child, kills every process in the
 namespace); at ``restricted`` as root without cgroups, every process of the slot uid
 (``kill(-1)`` from a helper running as that uid). A non-root ``restricted`` host without
 cgroups falls back to the process group plus the descendants still attached to the main
@@ -247,7 +247,7 @@ class SandboxChild(Child):
                 self._processes.signal(sig)
 
     def terminate(self) -> None:
-        # at isolated the holder ignores SIGTERM; its init forwards it to the namespace
+        # at isolated the child is the namespace's init, which forwards it to the namespace
         if (self._launcher.level == "isolated" and self.returncode is None
                 and self._group is None):
                 with contextlib.suppress(OSError):
@@ -259,7 +259,7 @@ class SandboxChild(Child):
             return  # a confirmed kill-all: nothing of the execution can run any more
         if self.poll() is not None and self._empty:
             # isolated: the namespace's init confirmed that no process of the execution is
-            # left; only init and the holder (our code, exiting) remain, and the deferred
+            # left; only init (our code, exiting) remains, and the deferred
             # teardown kills and removes the cgroup anyway
             self._dead = True
             return
@@ -268,7 +268,7 @@ class SandboxChild(Child):
         if self.wait(KILL_WAIT) is None:
             log.warning("sandboxed child %d not reaped after SIGKILL", self.pid)
             return
-        # confirmed: the cgroup is empty, or the pid namespace is gone with its holder,
+        # confirmed: the cgroup is empty, or the pid namespace is gone with its init,
         # or every process of the slot uid was killed (restricted, no cgroup)
         self._dead = bool(empty) or (empty is None and self._slot is not None)
 
@@ -287,8 +287,8 @@ class SandboxChild(Child):
             if self._status_fd is not None:
                 os.close(self._status_fd)
                 self._status_fd = None
-        # after the init's report only the namespace's holder and init are left in the
-        # cgroup, exiting by themselves: give them a moment before a cgroup.kill
+        # after the init's report only the namespace's init is left in the cgroup,
+        # exiting by itself: give them a moment before a cgroup.kill
         self._launcher.retire(self._slot, confirmed_dead=self._dead, grants=self._grants,
                               group=self._group, tmp=self._tmpdir,
                               grace=TEARDOWN_GRACE if self._empty else 0.0)

@@ -30,19 +30,18 @@ def teach(launcher: Launcher, like: LaunchSpec, timeout: float = 10.0) -> int:
 
 def interpreter_of(entry: int) -> int:
     """The pid of the pre-started interpreter of the warm entry ``entry``: the entry itself
-    at restricted; at isolated the process of the entry's pid namespace running the loader
-    (the namespace's workload, or one forked there from the template, which is not below
-    the entry's holder)."""
+    at restricted; at isolated (the entry is its pid namespace's init) the process of that
+    namespace running the loader (the namespace's workload, or one forked there from the
+    template, which is not below the entry)."""
     import psutil
 
-    tree = [psutil.Process(entry), *psutil.Process(entry).children(recursive=True)]
-    inner = {os.readlink(f"/proc/{p.pid}/ns/pid") for p in tree[1:]}
-    if not inner:
+    inner = os.readlink(f"/proc/{entry}/ns/pid")
+    if inner == os.readlink("/proc/self/ns/pid"):
         return entry
     for _ in range(500):
         for proc in psutil.process_iter():
             try:
-                if (os.readlink(f"/proc/{proc.pid}/ns/pid") in inner
+                if (os.readlink(f"/proc/{proc.pid}/ns/pid") == inner
                         and "_execengine_startup" in " ".join(proc.cmdline())
                         and proc.status() != psutil.STATUS_ZOMBIE):
                     return proc.pid

@@ -9,6 +9,7 @@ import sys
 import tempfile
 import time
 
+import psutil
 import pytest
 
 from execengine.errors import SandboxError
@@ -316,3 +317,39 @@ def test_a_slot_another_process_held_since_is_swept_before_reuse(cls, tmp_path):
             if stray.poll() is None:
                 stray.kill()
                 stray.wait()
+
+
+_NAMESPACES = ("mnt", "pid", "pid_for_children", "ipc", "uts", "net")
+
+
+def _namespaces(pid: int | str) -> dict[str, str]:
+    return {ns: os.readlink(f"/proc/{pid}/ns/{ns}") for ns in _NAMESPACES}
+
+
+@pytest.mark.skipif(not REPORT.levels.get("isolated"), reason="isolated unavailable")
+@pytest.mark.parametrize("netns", [False, True], ids=["host-net", "own-net"])
+def test_isolated_entries_are_forked_into_their_namespaces_and_the_spawner_stays_home(
+        tmp_path, netns):
+    """The spawner unshares an entry's namespaces, forks the entry (pid 1 there: no
+    holder process between them) and returns to its own: after any number of entries, warm
+    and cold, it is in the host's namespaces, as its next entry's namespaces' parent."""
+    limits = LaunchLimits(network=not netns)
+    code = ("import os, time\nprint('up', flush=True)\nwhile not os.path.exists('go'):\n"
+            "    time.sleep(0.005)")
+    with IsolatedLauncher() as launcher:
+        home = _namespaces("self")
+        for _ in range(4):  # warm and cold entries
+            (tmp_path / "go").unlink(missing_ok=True)
+            with launcher.launch(spec(code, tmp_path, limits=limits)) as child:
+                assert child.stdout.readline() == b"up\n", child.stderr.read()
+                with open(f"/proc/{child.pid}/status") as fh:
+                    ns_pid = [line.split()[1:] for line in fh if line.startswith("NSpid:")]
+                # the launch's pid is the namespace's init, the spawner's own child
+                assert ns_pid == [[str(child.pid), "1"]]
+                assert psutil.Process(child.pid).ppid() == launcher.spawner.pid
+                inner = _namespaces(child.pid)
+                (tmp_path / "go").touch()
+                assert child.wait(20) == 0, child.stderr.read()
+            assert _namespaces(launcher.spawner.pid) == home
+            assert all(inner[ns] != home[ns] for ns in ("mnt", "pid", "ipc", "uts"))
+            assert (inner["net"] != home["net"]) is netns
