@@ -344,24 +344,60 @@ def serve(params: dict[str, Any]) -> object:
     forks into the entry's namespaces, the code to run (see :func:`main`)."""
     import ctypes
     import gc
+    import select
     import signal
 
     libc = ctypes.CDLL(None, use_errno=True)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
+    # keepers are reaped here, with wait (not by the kernel, as SIG_IGN would): so their
+    # CPU time, and their interpreters', is in ours, where the host's accounting finds it
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
     sock = _socket.socket(fileno=params["ctl"])
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     # what the start made lives in every fork: out of the collector's sight, so that a
     # collection there does not touch (and copy) those pages
     gc.freeze()
     while True:
+        try:
+            ready = [fd for fd, _ in poller.poll()]
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            _reap_keepers(wake_r)
+        if sock.fileno() not in ready:
+            continue
         msg, fds = _recv(sock)
         if not msg:
             os._exit(0)  # the spawner is gone
         pid = os.fork()
         if pid == 0:
-            sock.close()
+            signal.set_wakeup_fd(-1)
+            for fd in (sock.detach(), wake_r, wake_w):
+                os.close(fd)
             return _keep(libc, ctypes, marshal.loads(msg), fds, params)
         for fd in fds:
             os.close(fd)
+
+
+def _reap_keepers(wake_r: int) -> None:
+    """As the template, woken by SIGCHLD: reap every keeper that has ended."""
+    try:
+        while os.read(wake_r, 4096):
+            pass
+    except OSError:  # drained (EAGAIN)
+        pass
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+        if pid == 0:
+            return
 
 
 def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
@@ -388,7 +424,7 @@ def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
         entry_sock.send(b"error setns: " + os.strerror(err).encode())
         os._exit(0)
     os.close(pidfd)
-    # the template's SIG_IGN would have the kernel reap the interpreter before we wait
+    # the interpreter's end is ours to wait for, without the template's handler
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     child = os.fork()
     if child == 0:

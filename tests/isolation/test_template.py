@@ -187,3 +187,24 @@ def test_a_cold_entry_forks_its_interpreter_too(tmp_path, fork_server):
             assert rc == 0, err
             assert json.loads(out)[0] == (0 if fork_server else 1)
         assert not launcher._pool._entries
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
+def test_the_cpu_an_interpreter_used_stays_in_the_hosts_accounting(tmp_path, fork_server):
+    """A forked interpreter's parent is its keeper, the template's child. The template
+    reaps keepers with ``wait``, so their time (the interpreter's with it) is in the
+    template's children's time, where the host's accounting (``bench.speed.cpu_seconds``,
+    the process tree) finds it; a keeper the kernel reaped (SIGCHLD ignored) took it
+    away (the tree then counted 0.04 s of the script's 1 s)."""
+    from execengine.bench.speed import _settled
+
+    burn = ("import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 1.0:\n    pass\nprint('done')")
+    with IsolatedLauncher(fork_server=fork_server) as launcher:
+        s = spec(burn, tmp_path)
+        teach(launcher, s)
+        before = _settled()
+        rc, out, err, _ = run(launcher, s)
+        assert (rc, out) == (0, "done\n"), err
+        used = _settled() - before  # once the keeper (or init) has been reaped
+        assert used >= 0.9
