@@ -218,11 +218,11 @@ class ToolRegistry:
     # -- lookup -----------------------------------------------------------------------
 
     def get(self, name: str) -> ToolEntry:
-        with self._lock:
-            entry = self._tools.get(name)
-            if entry is None:
-                raise UnknownToolError(self.unknown_tool_message(name))
-            return entry
+        # one read of the dict, atomic: no lock (every tool call looks its tool up here)
+        entry = self._tools.get(name)
+        if entry is None:
+            raise UnknownToolError(self.unknown_tool_message(name))
+        return entry
 
     def unknown_tool_message(self, name: str, among: Iterable[str] | None = None) -> str:
         names = sorted(among if among is not None else self.names())

@@ -30,6 +30,37 @@ def test_results_become_text_at_the_edge():
     assert json.loads(reg_with(lambda a, c: [1, "é"]).dispatch("t", {})) == [1, "é"]
 
 
+class _Named:
+    def __str__(self):
+        return "named-object"
+
+
+@pytest.mark.parametrize("value", [
+    {"ok": True}, [1, 2.5, "é", None, False], {"a": {"b": [{"c": "\u2603 \ud83d\ude00"}]}},
+    {1: "int key", 2.5: "float key", False: "bool key", None: "null key"},
+    (1, "tuple"), {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")},
+    {"object": _Named(), "set": {1}}, 10 ** 30, -0.0, "already text", b"bytes \xff",
+])
+def test_results_are_encoded_as_json_dumps_does(value):
+    from execengine.dispatch import to_text
+
+    expected = (value if isinstance(value, str) else value.decode("utf-8", "replace")
+                if isinstance(value, bytes) else json.dumps(value, ensure_ascii=False,
+                                                            default=str))
+    assert to_text(value) == expected
+
+
+def test_a_result_that_cannot_be_encoded_is_an_error_not_an_exception():
+    circular: list = []
+    circular.append(circular)
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    for value in (circular, deep, {(1, 2): "a tuple key"}):
+        assert "its result cannot be sent as JSON" in err(
+            reg_with(lambda a, c, v=value: v).dispatch("t", {}))
+
+
 def test_errors_never_escape():
     reg = reg_with(lambda a, c: 1 / 0)
     failed = "Tool execution failed: ZeroDivisionError: division by zero"

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from execengine.context import CallContext
+from execengine.context import CallContext, ToolContext
 from execengine.dispatch import dispatch
 from execengine.errors import UnknownToolError
 from execengine.mcp.names import sanitize, server_of_toolset, short_name
@@ -85,6 +85,8 @@ def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHan
     message the model gets for its own calls.
     """
     context = context.replace(origin="execute_code")
+    # one handler context for every call of the execution (the same fields each time)
+    tool_context = ToolContext(registry, registry.config, context)
 
     def handle(tool: str, args: dict[str, Any]) -> str:
         # one registry lookup per call (this runs for every call of every script)
@@ -102,6 +104,6 @@ def script_call_handler(registry: ToolRegistry, context: CallContext) -> CallHan
         violations = validate_arguments(entry.parameters, args)
         if violations:
             return json.dumps({"error": violations_message(tool, violations)})
-        return dispatch(registry, tool, args, context, entry=entry)
+        return dispatch(registry, tool, args, context, entry=entry, ctx=tool_context)
 
     return handle
