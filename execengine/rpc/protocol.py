@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 import re
 from array import array
-from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 VERSION = 1
 #: longest request id accepted (ids are echoed back, so they are bounded)
@@ -35,22 +34,22 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 
 
-@dataclass(frozen=True)
-class Hello:
+# Named tuples: made for every message, in a third of a frozen dataclass's time
+
+
+class Hello(NamedTuple):
     exec_id: str
     token: str
     pid: int | None = None
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
     id: str
     tool: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Invalid:
+class Invalid(NamedTuple):
     """A message that cannot be served. ``id`` is set when the reply can name the request."""
 
     error: str
@@ -89,7 +88,7 @@ def parse(frame: bytes) -> Message:
         deep = too_deep(frame)
         if deep is not None:
             return Invalid(deep)
-        obj = json.loads(frame.decode("utf-8"))
+        obj = _loads(frame.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
         return Invalid(f"message is not UTF-8 JSON: {type(exc).__name__}")
     if not isinstance(obj, dict):
@@ -119,6 +118,22 @@ def parse(frame: bytes) -> Message:
             return Invalid(f"'args' must be a JSON object, got {type(args).__name__}", msg_id)
         return Call(msg_id, tool, args)
     return Invalid(f"unknown message type {kind!r}", msg_id)
+
+
+#: json's C scanner: one JSON value at a position of a string (what ``json.loads`` runs
+#: after two regular-expression matches and three Python frames)
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)``, the common case (no whitespace around the value) in C."""
+    try:
+        obj, end = _scan(text, 0)
+    except StopIteration:
+        return json.loads(text)  # leading whitespace, or not JSON: its error
+    if end != len(text):
+        return json.loads(text)  # trailing whitespace, or extra data: its error
+    return obj
 
 
 def _valid_id(raw: Any) -> str | None:
