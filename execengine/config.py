@@ -130,7 +130,7 @@ class CodeExecutionConfig(_Section):
         16 * 1024 * 1024, "largest RPC message accepted from a child", min=4096
     )
     rpc_spin: float = option(
-        0.0001, "seconds the host's RPC loop polls for a script's next call after a message "
+        0.0005, "seconds the host's RPC loop polls for a script's next call after a message "
         "before it sleeps, while fewer executions run than the host has CPUs (0: never); "
         "halves a fast call's round trip, but other host threads may wait up to the "
         "interpreter's switch interval (5 ms) for the interpreter lock meanwhile",

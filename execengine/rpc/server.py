@@ -101,7 +101,7 @@ EMFILE_PAUSE = 0.05
 #: the loop looks at queued calls' deadlines and paused listeners this often (seconds)
 TICK = 0.1
 #: seconds the loop polls for the next message after one, before it sleeps (see above)
-SPIN = 0.0001
+SPIN = 0.0005
 #: messages held while the channel does not yet know which uid its child runs as
 MAX_PENDING = 64
 #: a tool whose last call took less than this (seconds) has its calls run on the loop thread
