@@ -520,9 +520,6 @@ def _unshare_pages(libc: Any, ctypes: Any) -> None:
             continue  # not a private writable mapping, or the kernel's vvar/vdso
         start, end = (int(x, 16) for x in fields[0].split("-"))
         present = (ctypes.c_ubyte * ((end - start) // page))()
-        if os.path.exists("/opt/OLDPOP"):
-            libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), MADV_POPULATE_WRITE)
-            continue
         if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(end - start), present):
             continue
         flags = bytes(present).translate(_PRESENT_BIT)
