@@ -40,9 +40,19 @@ def error_result(message: str, **fields: Any) -> str:
 #: ``json.dumps(value, ensure_ascii=False, default=str)``: json's C encoder, made once (json
 #: makes one per call: 3x the time of a small result's encoding). Without the check for
 #: circular values, whose state would be shared by every thread: a circular value ends in
-#: RecursionError instead of ValueError, each refused the same (see :func:`_finish`)
-_encode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-    None, str, json.encoder.encode_basestring, None, ": ", ", ", False, False, True)
+#: RecursionError instead of ValueError, each refused the same (see :func:`_finish`).
+_c_encoder = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+if _c_encoder is not None:
+    _encode = _c_encoder(None, str, json.encoder.encode_basestring, None, ": ", ", ", False,
+                         False, True)
+
+    def _to_json(value: Any) -> str:
+        return "".join(_encode(value, 0))
+else:  # an interpreter without json's C module: json's own encoder, the same text
+    _encode_py = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+    def _to_json(value: Any) -> str:
+        return _encode_py(value)
 
 
 def to_text(value: Any) -> str:
@@ -51,7 +61,7 @@ def to_text(value: Any) -> str:
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    return "".join(_encode(value, 0))
+    return _to_json(value)
 
 
 def cap(text: str, limit: int | None) -> str:

@@ -50,6 +50,22 @@ def test_results_are_encoded_as_json_dumps_does(value):
     assert to_text(value) == expected
 
 
+def test_results_are_encoded_the_same_without_jsons_c_module():
+    """An interpreter without json's C encoder gets json's own, and the same text."""
+    import subprocess
+    import sys
+
+    code = ("import json, json.encoder\njson.encoder.c_make_encoder = None\n"
+            "from execengine.dispatch import to_text\n"
+            "v = {'a': [1, 2.5, '\u00e9', None], 1: float('nan'), 'o': object}\n"
+            "assert to_text(v) == json.dumps(v, ensure_ascii=False, default=str)\n"
+            "print(to_text(v))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith('{"a": [1, 2.5, "\u00e9", null], "1": NaN')
+
+
 def test_a_result_that_cannot_be_encoded_is_an_error_not_an_exception():
     circular: list = []
     circular.append(circular)
