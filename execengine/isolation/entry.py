@@ -391,9 +391,9 @@ def fork_isolated(netns: bool) -> int:
     here, fork, and return to ours with ``setns``. No process stands between us and the
     namespaces' init, which is pid 1 from its start (a holder forked to unshare them,
     which forked init and waited for it, took a tenth of the machine's CPU at 4 callers).
-    0 in the child, as
-    :func:`os.fork`. A spawner that cannot return to its own namespaces exits (the host
-    starts another): it must never fork a later entry from inside this one's."""
+    0 in the child, as :func:`os.fork`. A spawner that cannot return to its own
+    namespaces exits (the host starts another): it must never fork a later entry from
+    inside this one's."""
     flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
     if netns:
         flags |= CLONE_NEWNET  # a fresh net namespace: only a down loopback

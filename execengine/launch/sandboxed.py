@@ -288,7 +288,7 @@ class SandboxChild(Child):
                 os.close(self._status_fd)
                 self._status_fd = None
         # after the init's report only the namespace's init is left in the cgroup,
-        # exiting by itself: give them a moment before a cgroup.kill
+        # exiting by itself: give it a moment before a cgroup.kill
         self._launcher.retire(self._slot, confirmed_dead=self._dead, grants=self._grants,
                               group=self._group, tmp=self._tmpdir,
                               grace=TEARDOWN_GRACE if self._empty else 0.0)

@@ -126,7 +126,9 @@ _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _loads(text: str) -> Any:
-    """``json.loads(text)``, the common case (no whitespace around the value) in C."""
+    """``json.loads(text)``, the common case (no whitespace around the value) in C. The
+    script's client decodes replies with its own copy (``sandbox/client.py``: the child's
+    runtime imports nothing of the host's)."""
     try:
         obj, end = _scan(text, 0)
     except StopIteration:
