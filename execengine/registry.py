@@ -348,14 +348,26 @@ class ToolRegistry:
         *,
         format: Literal["openai", "anthropic"] = "openai",
         purpose: Literal["model", "script"] = "model",
+        available: Iterable[str] | None = None,
+        only: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Schemas of the selected, available tools, after schema patches, sorted by name."""
-        names = self.available_tools(enabled_toolsets, disabled_toolsets)
+        """Schemas of the selected, available tools, after schema patches, sorted by name.
+
+        ``available``: those tools as :meth:`available_tools` just named them (its checks
+        are not run again); ``only``: serve these of them alone (the patches still see the
+        whole set)."""
+        if available is None:
+            names = self.available_tools(enabled_toolsets, disabled_toolsets)
+        else:
+            names = sorted(set(available))
         ctx = DefinitionContext(frozenset(names), self.config, self, purpose)
         with self._lock:
             global_patches = list(self._hooks.schema)
+        wanted = None if only is None else set(only)
         out: list[dict[str, Any]] = []
         for name in names:
+            if wanted is not None and name not in wanted:
+                continue
             entry = self.get(name)
             schema: dict[str, Any] | None = _copy(entry.schema)
             patches = [entry.schema_patch] if entry.schema_patch else []

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from execengine.confine.beneath import is_beneath
+from execengine.confine.recent import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -56,6 +57,12 @@ def _real(paths: Iterable[str]) -> tuple[str, ...]:
             absolute = os.path.abspath(os.path.expanduser(p))
             out += [absolute, os.path.realpath(absolute)]
     return tuple(dict.fromkeys(out))
+
+
+def _real_fixed(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """:func:`_real` of a list of the configuration (the same every execution), as of at
+    most a second ago (see :mod:`.recent`)."""
+    return recent(("policy", paths, where()), lambda: _real(paths))
 
 
 @dataclass(frozen=True)
@@ -102,13 +109,13 @@ class ExecutionPolicy:
         else:
             confined = not pc.tools_leave_roots and (level != "none" or pc.confine_at_none)
         writable = _real([cwd, *extra_writable, *pc.writable_roots])
-        readable = tuple(dict.fromkeys([*writable, *_real(pc.readable_roots)]))
+        readable = tuple(dict.fromkeys([*writable, *_real_fixed(pc.readable_roots)]))
         denied = [*config.files.denied_paths, *ALWAYS_DENIED]
         if config.source:
             denied.append(config.source)
         network = pc.network or ("on" if config.code_execution.network else "off")
         protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
-        protected += _real(pc.protected_paths)
+        protected += _real_fixed(pc.protected_paths)
         if config.source:
             protected.append(os.path.realpath(config.source))
         return cls(level=level, confined=confined, writable_roots=writable,

@@ -38,16 +38,15 @@ def allowed_tools(registry: ToolRegistry, enabled_toolsets: Iterable[str] | None
 
 
 def function_schemas(registry: ToolRegistry, names: Iterable[str],
-                     enabled_toolsets: Iterable[str] | None = None) -> list[dict[str, Any]]:
+                     enabled_toolsets: Iterable[str] | None = None, *,
+                     available: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """The schemas the registry serves to the model, for these tools only, without the
-    parameters their policy hides from scripts."""
-    wanted = set(names)
-    out = []
-    for definition in registry.get_tool_definitions(enabled_toolsets, purpose="script"):
-        fn = definition["function"]
-        if fn["name"] in wanted:
-            out.append(_without(fn, registry.get(fn["name"]).policy.hidden_params))
-    return out
+    parameters their policy hides from scripts (``available``: the tools of
+    ``enabled_toolsets`` that are available, when the caller has them already)."""
+    return [_without(definition["function"],
+                     registry.get(definition["function"]["name"]).policy.hidden_params)
+            for definition in registry.get_tool_definitions(
+                enabled_toolsets, purpose="script", available=available, only=names)]
 
 
 def tool_groups(registry: ToolRegistry, names: Iterable[str]) -> dict[str, dict[str, str]]:

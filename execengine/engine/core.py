@@ -180,10 +180,14 @@ class Engine:
         """Tools a script may call: ``tools`` (the session's enabled tool names) or the
         tools of ``enabled_toolsets`` (default: the config's), available, intersected with
         the sandbox allow-list. Never widened when empty."""
+        return self._allowed(self.registry.available_tools(enabled_toolsets), tools)
+
+    def _allowed(self, available: list[str], tools: Iterable[str] | None) -> list[str]:
+        """:meth:`allowed_tools`, given the available tools of the toolsets."""
         if tools is not None:
-            up = set(self.registry.available_tools(enabled_toolsets))
-            return allowed_tools(self.registry, available=[t for t in tools if t in up])
-        return allowed_tools(self.registry, enabled_toolsets)
+            up = set(available)
+            available = [t for t in tools if t in up]
+        return allowed_tools(self.registry, available=available)
 
     # -- running ------------------------------------------------------------------------
 
@@ -225,8 +229,11 @@ class Engine:
             raise ConfigError(f"unknown mode {mode!r}; expected one of "
                               f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
         limit = ce.timeout if timeout is None else checked_timeout(timeout)
-        names = self.allowed_tools(enabled_toolsets, tools)
-        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets),
+        # the availability checks run once: for the names and for their schemas
+        available = self.registry.available_tools(enabled_toolsets)
+        names = self._allowed(available, tools)
+        stub = render_stub(function_schemas(self.registry, names, enabled_toolsets,
+                                            available=available),
                            groups=tool_groups(self.registry, names))
         call = context or CallContext()
         if interrupt is None:

@@ -8,21 +8,20 @@ named directly in the list are also recognised by inode, which catches hard link
 
 Building a guard resolves every denied path (18 of them by default: about 0.8 ms here, half
 of a small ``read_file``), and every file tool call needs one: :meth:`PathGuard.from_config`
-reuses a guard built from the same list for :data:`GUARD_TTL` seconds, so what it resolved
-is at most that old.
+reuses a guard built from the same list for a second (:data:`execengine.confine.recent.
+TTL`), so what it resolved is at most that old.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from execengine.confine.files import FileConfinement
+from execengine.confine.recent import recent, where
 from execengine.errors import FileOpError
 
 if TYPE_CHECKING:
@@ -31,12 +30,6 @@ if TYPE_CHECKING:
 
 #: actions that change the file system (their paths are anchored under a confinement)
 WRITE_ACTIONS = frozenset({"writing", "patching"})
-#: how long (seconds) a guard built from one list of denied paths is reused
-GUARD_TTL = 1.0
-#: guards by denied-path list: (built at, guard)
-_GUARDS: dict[tuple[str, ...], tuple[float, PathGuard]] = {}
-_GUARDS_LOCK = threading.Lock()
-_MAX_GUARDS = 64
 
 
 def resolve_path(raw: str, cwd: str) -> Path:
@@ -95,17 +88,7 @@ class PathGuard:
         if policy is not None:
             denied += policy.denied_paths
         key = tuple(dict.fromkeys(denied))
-        now = time.monotonic()
-        with _GUARDS_LOCK:
-            hit = _GUARDS.get(key)
-        if hit is not None and now - hit[0] < GUARD_TTL:
-            return hit[1]
-        guard = cls(key)
-        with _GUARDS_LOCK:
-            if len(_GUARDS) >= _MAX_GUARDS:
-                _GUARDS.clear()
-            _GUARDS[key] = (now, guard)
-        return guard
+        return recent((cls, key, where()), lambda: cls(key))
 
     def reason(self, path: Path | str) -> str | None:
         """Why ``path`` is denied, or None when it is allowed."""

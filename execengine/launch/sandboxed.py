@@ -40,6 +40,7 @@ import uuid
 from typing import IO, TYPE_CHECKING, Any
 
 from execengine._runtime import runtime_module
+from execengine.confine.recent import real_paths
 from execengine.errors import IsolationError, SandboxError
 from execengine.hostdirs import owner_tag
 from execengine.isolation import acl, cgroups, leftovers, mounts
@@ -85,7 +86,7 @@ def _overlaps(paths: list[str], interp: list[str]) -> bool:
     folders (a sandbox that may write there could change what an interpreter runs when
     it starts, before the plan's Landlock rules)."""
     real = [os.path.realpath(p) for p in paths]
-    folders = [os.path.realpath(p) for p in interp]
+    folders = real_paths(tuple(interp))
     return any(p == i or mounts.beneath(p, i) or mounts.beneath(i, p)
                for p in real for i in folders)
 
@@ -151,7 +152,7 @@ class _Grants:
 def _interpreter_paths(argv0: str) -> list[str]:
     """The folders a program needs to read to run: its prefix as named and as resolved
     (never ``/``: a program in ``/bin`` is under a system directory already)."""
-    real = os.path.realpath(argv0)
+    real = real_paths((argv0,))[0]
     out = []
     named = os.path.dirname(os.path.dirname(os.path.abspath(argv0)))
     if named != "/":
@@ -419,7 +420,8 @@ class SandboxLauncher(Launcher):
                 "socket_dir": spec.socket_dir,
                 "tmp_mb": limits.tmp_mb,
                 "protect": [os.path.realpath(p) for p in spec.protected_paths],
-                "hide": [os.path.realpath(os.path.expanduser(p)) for p in spec.hidden_paths],
+                # the same denied paths every launch (as the file tools' guard resolves them)
+                "hide": list(real_paths(tuple(spec.hidden_paths))),
             }
             if slot is not None and limits.workdir_as_owner:
                 # the working directory's owner appears as the slot uid in the sandbox (so
@@ -533,7 +535,7 @@ class SandboxLauncher(Launcher):
         in the host's view, where start-up code that a script left in a site directory
         it may write would run before Landlock.) Never again for an interpreter whose
         folders a plan could write: what it runs at start-up is then the sandbox's."""
-        argv0 = os.path.realpath(spec.argv[0])
+        argv0 = real_paths((spec.argv[0],))[0]
         if argv0 in self._zygote_refused or _overlaps(list(spec.writable_paths), interp):
             if argv0 not in self._zygote_refused:
                 self._zygote_refused.add(argv0)
