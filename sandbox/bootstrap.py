@@ -18,8 +18,9 @@ holds the staging directory, where ``_execengine/`` is a copy of this package an
    never imports the RPC client);
 4. runs the script as ``__main__`` the way ``python script.py`` would: ``sys.argv`` is
    ``[script]``, ``__file__`` is its absolute path and ``sys.path[0]`` its directory
-   (replacing the working directory that ``-m`` put there; ``hermes_tools`` stays
-   importable through ``PYTHONPATH``);
+   (``ENTRY`` took out the working directory that ``-c`` put there before it imported
+   this package: nothing the runtime imports comes from a folder the script may write;
+   ``hermes_tools`` stays importable through ``PYTHONPATH``);
 5. reports an uncaught exception through ``sys.excepthook`` with the bootstrap's own frames
    removed and exits 1 (130 for ``KeyboardInterrupt``); ``SystemExit`` behaves as usual;
 6. flushes stdout/stderr and closes the connection at exit (after the script's non-daemon
@@ -46,9 +47,12 @@ if TYPE_CHECKING:
 
 ENV_WATCHDOG_FD = "EXECENGINE_WATCHDOG_FD"
 ENV_SUBREAPER = "EXECENGINE_SUBREAPER"
+#: project mode's project directory: last on ``sys.path`` (see :func:`project_path`)
+ENV_PROJECT_DIR = "EXECENGINE_PROJECT_DIR"
 ENV_RUN_TOKEN = "EXECENGINE_RUN_TOKEN"
 #: what the engine runs with ``python -c`` (argv[1] is the script)
-ENTRY = "import sys; from _execengine.bootstrap import main; sys.exit(main())"
+ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
+         "from _execengine.bootstrap import main; sys.exit(main())")
 #: the start-up handshake, written on the watchdog descriptor
 READY = b"R"
 #: read on the watchdog descriptor: SIGTERM everything of the execution
@@ -248,6 +252,17 @@ def _strip_own_frames(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
+def project_path(default: str | None = None) -> None:
+    """Put the project directory (``EXECENGINE_PROJECT_DIR``, removed from the environment;
+    else ``default``) last on ``sys.path``: the script imports the project's packages,
+    but a module an earlier script left there (a ``json.py``) comes after the standard
+    library, the installed packages, the stub and this runtime, and a
+    ``sitecustomize.py`` there never ran at start-up (it is not on ``PYTHONPATH``)."""
+    folder = os.environ.pop(ENV_PROJECT_DIR, None) or default
+    if folder is not None and folder not in sys.path:
+        sys.path.append(folder)
+
+
 def run_script(path: str) -> int:
     """Run the script at ``path`` as ``__main__``; the exit status for an uncaught
     exception (``SystemExit`` propagates)."""
@@ -255,8 +270,9 @@ def run_script(path: str) -> int:
 
     abspath = os.path.abspath(path)
     sys.argv[:] = [path]
-    if not getattr(sys.flags, "safe_path", False):  # -P / PYTHONSAFEPATH: no script dir
-        sys.path[0] = os.path.dirname(abspath)
+    folder = os.path.dirname(abspath)
+    if not getattr(sys.flags, "safe_path", False) and sys.path[:1] != [folder]:
+        sys.path.insert(0, folder)  # as ``python script.py`` (-P / PYTHONSAFEPATH: none)
     main = types.ModuleType("__main__")
     main.__dict__.update({"__file__": abspath, "__cached__": None, "__package__": None,
                           "__spec__": None, "__builtins__": __builtins__})
@@ -299,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.pop(ENV_SUBREAPER, "") == "1":
         become_subreaper()
     start_watchdog()
+    project_path()
     import atexit
 
     atexit.register(_close_client)

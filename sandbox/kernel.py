@@ -16,6 +16,9 @@ line each way. Stdout and stderr stay the process's own pipes, read by the host.
   of the kernel is killed at once (the watchdog of :mod:`.bootstrap`).
 
 At start the kernel becomes a child subreaper and answers ``{"op": "ready", "pid": P}``.
+Cells find the project's modules (project mode; else the working directory's) last on
+``sys.path`` (``ENTRY`` took the working directory out of the first place ``-c`` gives it,
+before anything of the runtime was imported).
 
 A thread a cell leaves running keeps running, but loses the cell's authority: its tool
 calls are refused here (``client.call_gate``), and the host refuses any call that arrives
@@ -45,7 +48,8 @@ if TYPE_CHECKING:
 
 ENV_FDS = "EXECENGINE_KERNEL_FDS"
 #: what the engine runs with ``python -c`` (no runpy at start-up)
-ENTRY = "import sys; from _execengine.kernel import main; sys.exit(main())"
+ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
+         "from _execengine.kernel import main; sys.exit(main())")
 
 
 class _State:
@@ -320,6 +324,10 @@ def main() -> int:
     from . import client
 
     client.call_gate = _gate
+    # cells import the project's (else the working directory's) modules as at a prompt,
+    # but after everything else: a module left there by an earlier cell or execution
+    # cannot stand in for the runtime, the stub, the standard library or a package
+    bootstrap.project_path(None if getattr(sys.flags, "safe_path", False) else "")
     _thread.start_new_thread(_connect, ())  # the first cell's first tool call is fast
     _thread.start_new_thread(_reader, (cmd_fd, kernel.cells))
     kernel.serve()

@@ -20,7 +20,8 @@ import sys
 from . import bootstrap
 
 #: what the host runs with ``python -c``
-ENTRY = "import sys; from _execengine.remote import main; sys.exit(main())"
+ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
+         "from _execengine.remote import main; sys.exit(main())")
 #: the largest header accepted (script + stub + environment)
 MAX_HEADER = 64 * 1024 * 1024
 

@@ -32,7 +32,8 @@ import uuid
 from . import bootstrap
 from .remote import _read_header
 
-ENTRY = "import sys; from _execengine.rshell import main; sys.exit(main())"
+ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
+         "from _execengine.rshell import main; sys.exit(main())")
 #: the descriptor the shell reports its working directory on
 PWD_FD_MIN = 200
 #: how long to wait for the last output once everything that could write is gone

@@ -44,6 +44,7 @@ from execengine.engine.result import (
     hint_for,
     no_code_result,
     no_hello_message,
+    no_runtime_message,
     oom_message,
     timeout_message,
     with_stderr,
@@ -51,6 +52,7 @@ from execengine.engine.result import (
 from execengine.engine.sessions import SessionManager
 from execengine.engine.staging import (
     BOOTSTRAP_ENTRY,
+    PROJECT_DIR_VAR,
     RUNTIME_PREFIX,
     STAGING_PREFIX,
     Runtime,
@@ -280,7 +282,7 @@ class Engine:
                 env = build_child_env(
                     os.environ, passthrough=self.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": self.pythonpath(mode, stub_dir, runtime, workdir),
+                        **self.path_env(mode, stub_dir, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,
@@ -329,6 +331,12 @@ class Engine:
             text = (text.rstrip("\n") + "\n" if text.strip() else "") + INTERRUPTED
         elif outcome.reason == "no_hello":
             status, error = "error", no_hello_message(ce.hello_timeout)
+        elif not outcome.said_ready:
+            # the interpreter ended without running our runtime: whatever ran, it was not
+            # the script as the engine runs it (a failed start, a planted module)
+            status = "error"
+            error = no_runtime_message(code_, err.text)
+            text = with_stderr(text, err.text)
         elif outcome.oom_kills and code_ != 0:
             status, error = "error", oom_message(ce.memory_mb)
             text = with_stderr(text, err.text)
@@ -356,15 +364,20 @@ class Engine:
         return result
 
     @staticmethod
-    def pythonpath(mode: str, stub_dir: str, runtime: str, workdir: str) -> str:
-        """The stub's directory and the runtime first; in project mode the project directory
-        and the host's PYTHONPATH follow, so scripts import the project's packages as its
-        code does."""
+    def path_env(mode: str, stub_dir: str, runtime: str, workdir: str) -> dict[str, str]:
+        """The child's ``PYTHONPATH``: the stub's directory and the runtime first; in
+        project mode the host's PYTHONPATH follows, and the project directory is named
+        apart (``EXECENGINE_PROJECT_DIR``): the runtime puts it last on ``sys.path``, so
+        scripts import the project's packages, but a module left there (a
+        ``sitecustomize.py``, a ``json.py``) cannot run at the next start or stand in for
+        the standard library, a package or the runtime."""
         parts = [stub_dir, runtime]
-        if mode == "project":
-            parts.append(workdir)
-            parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
-        return os.pathsep.join(dict.fromkeys(parts))
+        if mode != "project":
+            return {"PYTHONPATH": os.pathsep.join(parts)}
+        parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                     if p and os.path.abspath(p) != os.path.abspath(workdir))
+        return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(parts)),
+                PROJECT_DIR_VAR: workdir}
 
     async def aexecute(self, code: str, *, interrupt: threading.Event | None = None,
                        **kwargs: Any) -> ExecutionResult:

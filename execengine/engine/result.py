@@ -50,6 +50,14 @@ def no_hello_message(seconds: float) -> str:
             "(code_execution.hello_timeout) and was killed.")
 
 
+def no_runtime_message(exit_code: int | None, stderr: str) -> str:
+    """The child ended without its runtime ever saying it started."""
+    detail = stderr.strip().splitlines()[-1] if stderr.strip() else (
+        f"exit status {exit_code}" if exit_code is not None else "no exit status")
+    return ("The script's runtime never started: the interpreter ended before it said "
+            f"ready ({detail}).")
+
+
 @dataclass(frozen=True)
 class ExecutionResult:
     status: Status

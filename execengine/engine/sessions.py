@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from execengine._runtime import RUNTIME_PACKAGE
+from execengine._runtime import entry_program
 from execengine.childenv import build_child_env
 from execengine.config import checked_timeout
 from execengine.confine.policy import ExecutionPolicy
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: the kernel's ``python -c`` program (the same text as ``sandbox/kernel.py``'s ``ENTRY``)
-KERNEL_ENTRY = f"import sys; from {RUNTIME_PACKAGE}.kernel import main; sys.exit(main())"
+KERNEL_ENTRY = entry_program("kernel")
 
 STATE_KEPT = "The session's state was kept."
 STATE_LOST = ("The session's kernel was killed and its state was lost; the next call starts "
@@ -486,8 +486,7 @@ class SessionManager:
                 env = build_child_env(
                     os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
                     extra={
-                        "PYTHONPATH": engine.pythonpath(key.mode, stub_dir, runtime,
-                                                         workdir),
+                        **engine.path_env(key.mode, stub_dir, runtime, workdir),
                         "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
                         "EXECENGINE_RPC_TOKEN": token,
                         "EXECENGINE_EXEC_ID": exec_id,

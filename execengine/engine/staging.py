@@ -28,12 +28,15 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator
 
 from execengine._resources import sandbox_dir
-from execengine._runtime import RUNTIME_PACKAGE
+from execengine._runtime import RUNTIME_PACKAGE, entry_program
 from execengine.hostdirs import make_dir
 
 #: the child's ``python -c`` program (``-c`` rather than ``-m``: no runpy at start-up);
 #: the same text as ``sandbox/bootstrap.py``'s ``ENTRY``
-BOOTSTRAP_ENTRY = f"import sys; from {RUNTIME_PACKAGE}.bootstrap import main; sys.exit(main())"
+BOOTSTRAP_ENTRY = entry_program("bootstrap")
+#: the project directory in project mode, which the runtime puts last on ``sys.path``
+#: (``sandbox/bootstrap.py``'s ``ENV_PROJECT_DIR``)
+PROJECT_DIR_VAR = "EXECENGINE_PROJECT_DIR"
 #: directory name prefixes (followed by the owner tag, see :mod:`execengine.hostdirs`)
 STAGING_PREFIX = "execengine-run-"
 RUNTIME_PREFIX = "execengine-runtime-"

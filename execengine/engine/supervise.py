@@ -38,6 +38,8 @@ class Outcome:
     ended_by: EndedBy = "exit"
     #: processes of the execution the kernel's OOM killer ended (where it can be counted)
     oom_kills: int = 0
+    #: the child's runtime said :data:`READY` (True when there was no socket to say it on)
+    said_ready: bool = True
 
 
 class _Pipes:
@@ -71,6 +73,12 @@ class _Pipes:
         if self.ready or not data:  # said it, or closed without saying it
             self.sel.unregister(self._ready_fd)
             self._ready_fd = -1
+
+    def settle_ready(self) -> None:
+        """Read a :data:`READY` written just before the child ended (the loop may see the
+        exit first)."""
+        if not self.ready and self._ready_fd >= 0:
+            self._read_ready()
 
     @property
     def open(self) -> bool:
@@ -161,8 +169,9 @@ def supervise(
             ended_by = "kill"
         child.kill()  # the whole execution, strays included; bounded
         pipes.drain(DRAIN_SECONDS)
+        pipes.settle_ready()
         # before the child's close(): that hands the cgroup to its teardown
-        return Outcome(reason, child.poll(), ended_by, child.oom_kills())
+        return Outcome(reason, child.poll(), ended_by, child.oom_kills(), pipes.ready)
     finally:
         pipes.close()
         child.close()

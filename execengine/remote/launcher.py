@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from execengine._resources import sandbox_dir
+from execengine._runtime import entry_program
 from execengine.launch.base import Launcher, LaunchSpec, PopenChild
 from execengine.proctree import ProcessSet
 from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from execengine.isolation.detect import IsolationReport
 
 #: the remote child's ``python -c`` program (the same text as ``sandbox/remote.py``'s)
-REMOTE_ENTRY = "import sys; from _execengine.remote import main; sys.exit(main())"
+REMOTE_ENTRY = entry_program("remote")
 #: environment of the remote child: these come from the host's allow-listed environment
 _KEEP = ("LANG", "LANGUAGE", "TZ", "TERM")
 _KEEP_PREFIX = ("LC_", "PYTHON", "EXECENGINE_", "HERMES_")

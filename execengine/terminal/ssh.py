@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from execengine._runtime import entry_program
 from execengine.errors import TerminalError
 from execengine.proctree import ProcessSet
 from execengine.remote.host import RemoteHost
@@ -38,7 +39,8 @@ from execengine.terminal.backend import (
 from execengine.terminal.background import BackgroundTable
 from execengine.terminal.output import HeadTail, Ring, Utf8Stream
 
-ENTRY = "import sys; from _execengine.rshell import main; sys.exit(main())"
+#: the remote shell server's ``python -c`` program (``sandbox/rshell.py``'s ``ENTRY``)
+ENTRY = entry_program("rshell")
 #: exit code reported when the connection failed under a command (as ssh reports it)
 CONNECTION_LOST = 255
 

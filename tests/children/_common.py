@@ -23,3 +23,11 @@ def report(path_var: str, text: str) -> None:
     else:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
+
+
+def say_ready() -> None:
+    """What the child runtime's bootstrap does first: the start-up handshake (a child
+    that ends without it is reported as a runtime that never started)."""
+    fd = os.environ.get("EXECENGINE_WATCHDOG_FD")
+    if fd:
+        os.write(int(fd), b"R")

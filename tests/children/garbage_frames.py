@@ -7,6 +7,9 @@ import socket
 import time
 
 import zmq
+from _common import say_ready
+
+say_ready()
 
 path = os.environ["EXECENGINE_RPC_ENDPOINT"]
 token = os.environ["EXECENGINE_RPC_TOKEN"]

@@ -371,6 +371,23 @@ def test_never_hello_child_is_killed(make_engine):
     assert r.output == "started, not connecting\n"
 
 
+def test_a_child_that_ends_without_the_runtimes_handshake_is_an_error(make_engine):
+    """Exit status 0 and output, but the runtime never said it started: whatever ran was
+    not the script as the engine runs it."""
+    engine = make_engine(launcher=Recorder(child_argv("no_runtime.py")))
+    r = engine.execute("print('unused')")
+    assert r.status == "error" and "runtime never started" in r.error, r
+    assert r.output == "all done, honestly\n"
+
+
+def test_a_ready_said_just_before_a_fast_exit_is_seen(make_engine):
+    """A child that says ready and exits at once is never taken for one that did not say
+    it (the exit may reach the loop before the handshake is read)."""
+    engine = make_engine(launcher=Recorder(child_argv("ready_then_exit.py")))
+    results = [engine.execute("print('unused')") for _ in range(20)]
+    assert [r.status for r in results] == ["success"] * 20, [r.error for r in results]
+
+
 def test_garbage_frames_and_bad_token_from_a_child(make_engine, calls):
     engine = make_engine(launcher=Recorder(child_argv("garbage_frames.py")))
     r = engine.execute("print('unused')")
