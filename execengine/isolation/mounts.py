@@ -126,7 +126,8 @@ class MountPlan:
     #: a user namespace for id-mapped binds of the writable paths (None: plain binds)
     userns_fd: int | None = None
     #: paths inside the writable ones bound read-only over themselves (files that run
-    #: later outside the sandbox: the engine's config kept there, ``.git/hooks``)
+    #: later outside the sandbox: the engine's config kept there, ``.git/hooks``); the
+    #: folders on the way to them become mount points (see :func:`_chains`)
     protect: tuple[str, ...] = ()
     #: paths never to be seen (the denied ones): where the root shows one (below a system
     #: directory or a bind) it is masked, by an empty tmpfs or file only root may open
@@ -135,8 +136,9 @@ class MountPlan:
 
 #: one bind of :func:`clone_binds`: where it appears (its host path) and what it is:
 #: ``"dir"`` or ``"file"`` (a detached mount comes with it), ``"link"`` (a symbolic link
-#: to ``target``, for a top-level one such as ``/lib64 -> usr/lib64``), or ``"maskdir"``
-#: / ``"maskfile"`` (a denied path hidden under an empty mount made in the sandbox)
+#: to ``target``, for a top-level one such as ``/lib64 -> usr/lib64``), ``"maskdir"`` /
+#: ``"maskfile"`` (a denied path hidden under an empty mount made in the sandbox), or
+#: ``"anchor"`` (a folder of a writable bind bound onto itself in the sandbox)
 Bind = dict[str, str]
 #: the kinds of bind that come with a detached mount
 WITH_MOUNT = ("dir", "file")
@@ -192,7 +194,12 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
                               f"directories")
             _add(out, fds, _clone(path, readonly=path not in rw, userns_fd=plan.userns_fd
                                   if path in rw else None))
-        for path in _ordered(plan.protect):
+        anchors, pinned = _chains(plan.protect, rw)
+        # each folder on the way to a protected path becomes a mount point (bound onto
+        # itself in the sandbox): renaming or removing it fails (EBUSY), so no folder the
+        # host will look in (``.git``) can be moved aside for one the script made
+        out += [{"path": path, "kind": "anchor"} for path in anchors]
+        for path in _ordered([*plan.protect, *pinned]):
             if any(beneath(path, w) for w in rw) and os.path.lexists(path) \
                     and not os.path.islink(path):
                 # as the writable bind above it shows it (id-mapped), but read-only
@@ -203,6 +210,29 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
             os.close(fd)
         raise
     return out, fds
+
+
+def _chains(protect: Iterable[str], rw: set[str]) -> tuple[list[str], set[str]]:
+    """The folders between the deepest writable bind holding a protected path and that
+    path (parents first), and the first entry on such a way that is a file (the ``.git``
+    file of a worktree, which names the repository git uses: pinned read-only itself).
+    A way that ends early (missing, a symbolic link) stops there."""
+    anchors: set[str] = set()
+    pinned: set[str] = set()
+    for path in protect:
+        root = max((w for w in rw if beneath(path, w)), key=len, default=None)
+        if root is None:
+            continue
+        here = root
+        for name in os.path.relpath(path, root).split(os.sep)[:-1]:
+            here = os.path.join(here, name)
+            if os.path.islink(here) or not os.path.lexists(here):
+                break
+            if not os.path.isdir(here):
+                pinned.add(here)
+                break
+            anchors.add(here)
+    return _ordered(anchors), pinned
 
 
 def masks(hide: Iterable[str], shown: set[str], needed: set[str]) -> list[Bind]:
@@ -341,6 +371,11 @@ def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,
                 continue
             if bind["kind"] in ("maskdir", "maskfile"):
                 _mask(path, bind["kind"])
+                continue
+            if bind["kind"] == "anchor":
+                # a copy of its own mount's attributes (id-mapped, writable): the same
+                # folder, now a mount point
+                mount(path, path, None, MS_BIND | MS_REC)
                 continue
             if not left:
                 raise OSError(f"no mount sent for {path}")
