@@ -57,6 +57,7 @@ import resource
 import select
 import signal
 import socket
+import time
 import traceback
 from typing import Any
 
@@ -571,7 +572,38 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
             poller.register(pidfd, select.POLLIN)
             poller.poll()  # readable once it has exited
         os.close(pidfd)
+    _await_alone()
     return status if status is not None else int(signal.SIGKILL)
+
+
+def _await_alone(timeout: float = 10.0) -> None:
+    """As the namespace's init, after the kill: until the namespace's ``/proc`` shows no
+    process but us that is not yet a zombie (or ``timeout``). A child the interpreter made
+    with ``CLONE_PARENT`` has its parent, the keeper, outside the namespace, so ``waitpid``
+    never sees it; killed, it may still be exiting (unmapping a large heap takes tens of
+    ms) after the interpreter is gone, with its standard streams closed so the host's
+    drain did not wait for it either."""
+    deadline = time.monotonic() + timeout
+    pause = 0.0005
+    while True:
+        try:
+            others = [e for e in os.listdir("/proc") if e.isdigit() and e != "1"]
+        except OSError:
+            return  # no /proc of ours: nothing to look at
+        if not any(_alive(pid) for pid in others) or time.monotonic() >= deadline:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
+
+
+def _alive(pid: str) -> bool:
+    """Whether ``/proc/<pid>`` is a process that has not exited yet (not a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        return False  # gone meanwhile
+    return state != [b"Z"]
 
 
 def _close_fork_fd(warm: dict[str, Any]) -> None:
@@ -736,8 +768,10 @@ def _reap_until_empty(workload: int) -> int:
     too) or sees the pending SIGKILL and fails. A dying process's children are reparented
     (to init, or to a subreaper of the namespace that is itself dying) before it becomes
     reapable, so ``waitpid(-1)`` reporting no children means no process of the namespace
-    but init exists (``CLONE_PARENT`` still gives a parent inside the namespace, pid 1
-    itself may not use it, and only root on the host could join the namespace).
+    but init exists (the workload is our child, so ``CLONE_PARENT`` still gives a parent
+    inside the namespace, pid 1 itself may not use it, and only root on the host could
+    join the namespace; an interpreter forked by the template is not our child: see
+    :func:`_await_alone`).
     """
     while True:
         try:

@@ -1,0 +1,102 @@
+"""A process the script makes with ``clone(CLONE_PARENT)`` is gone when the execution ends.
+
+At ``isolated`` the interpreter is forked from a template by a keeper outside the pid
+namespace, so a ``CLONE_PARENT`` child of the script has that keeper as its parent: the
+namespace's init, which kills everything and then reports "empty" (the host's
+confirmation that the sandbox uid may be handed out again), cannot ``waitpid`` for it. A
+red team made one that closes its standard streams (the host's drain then does not wait
+for it) and holds a large heap (its exit takes tens of ms): it was still exiting when the
+execution's result came back. Init now also waits until the namespace's ``/proc`` shows
+no process but itself that has not exited. The negative control shows the probe sees a
+killed process that is still exiting.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from execengine.config import Config
+from execengine.engine.core import Engine
+
+from .conftest import level_params
+
+ISOLATED = [p for p in level_params() if p.values[0] == "isolated"]
+HEAP_MB = 400
+
+CHILD = f"""
+import mmap, os
+os.closerange(0, 1024)
+m = mmap.mmap(-1, {HEAP_MB} << 20)
+for i in range(0, {HEAP_MB} << 20, 4096):
+    m[i] = 1
+open("touched", "w").close()
+while True:
+    os.pause()
+"""
+
+SCRIPT = f"""
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+pid = libc.syscall(56, 0x8000 | int(signal.SIGCHLD), 0, 0, 0, 0)  # clone(CLONE_PARENT)
+if pid == 0:
+    libc.prctl(15, b"{{mark}}", 0, 0, 0)
+    exec({CHILD!r})
+while not os.path.exists("touched"):
+    time.sleep(0.01)
+print("made", pid > 0)
+"""
+
+
+def _exiting(mark: str) -> list[str]:
+    """Processes named ``mark`` that have not exited yet (zombies have)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as fh:
+                comm = fh.read().strip()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if comm == mark and state != b"Z":
+            out.append(pid)
+    return out
+
+
+@pytest.mark.parametrize("level", ISOLATED)
+def test_a_clone_parent_child_is_gone_when_the_result_comes(level, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir(mode=0o777)
+    work.chmod(0o777)
+    mark = "eeclone" + os.urandom(3).hex()
+    config = Config().with_overrides({
+        "code_execution.isolation": level, "code_execution.min_isolation": level,
+        "code_execution.timeout": 60, "code_execution.memory_mb": 4 * HEAP_MB})
+    with Engine(config) as engine:
+        for _ in range(3):
+            (work / "touched").unlink(missing_ok=True)
+            r = engine.execute(SCRIPT.replace("{mark}", mark), cwd=str(work))
+            left = _exiting(mark)
+            assert r.status == "success" and r.output == "made True\n", r
+            assert left == [], left
+
+
+def test_negative_control_the_probe_sees_a_killed_process_still_exiting(tmp_path):
+    mark = "eeclone" + os.urandom(3).hex()
+    code = f"import ctypes\nctypes.CDLL(None).prctl(15, b'{mark}', 0, 0, 0)\n" + CHILD
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
+    try:
+        while not (tmp_path / "touched").exists():
+            assert proc.poll() is None
+            os.sched_yield()
+        os.kill(proc.pid, signal.SIGKILL)
+        assert _exiting(mark) == [str(proc.pid)]
+    finally:
+        proc.kill()
+        proc.wait()
