@@ -58,6 +58,19 @@ def level_params(*, prestarted: bool = False) -> list[Any]:
     return out
 
 
+#: the start of a probe script: ``attempt(name, fn)`` records in ``res`` whether ``fn()``
+#: was done or which ``OSError`` refused it
+ATTEMPT = r"""
+import json, os
+res = {}
+def attempt(name, fn):
+    try:
+        fn()
+        res[name] = "done"
+    except OSError as e:
+        res[name] = type(e).__name__
+"""
+
 #: runs an attack from ``python -c``: argv[1] is the attack, the rest its arguments
 RUN_PATH = ("import runpy, sys; sys.argv[:] = sys.argv[1:]; "
             "runpy.run_path(sys.argv[0], run_name='__main__')")

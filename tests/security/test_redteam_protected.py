@@ -19,20 +19,11 @@ import pytest
 from execengine.config import Config
 from execengine.engine.core import Engine
 
-from .conftest import level_params
+from .conftest import ATTEMPT, level_params
 
 NONE_OR_ISOLATED = [p for p in level_params() if p.values[0] in ("none", "isolated")]
 
-MOVE_ASIDE = r"""
-import json, os
-res = {}
-def attempt(name, fn):
-    try:
-        fn()
-        res[name] = "done"
-    except OSError as e:
-        res[name] = type(e).__name__
-
+MOVE_ASIDE = ATTEMPT + r"""
 def plant_git():
     os.rename(".git", ".git.moved")
     os.makedirs(".git/hooks")
@@ -50,18 +41,11 @@ attempt("replace_results", lambda: (os.makedirs("out2", exist_ok=True),
 print(json.dumps(res))
 """
 
-WORKTREE = r"""
-import json, os
-res = {}
-for name, fn in [("write", lambda: open(".git", "w").write("gitdir: /tmp/evil\n")),
-                 ("swap", lambda: (os.rename(".git", ".git.old"), os.makedirs(".git"),
-                                   open(".git/config", "w").write("[core]\n"))),
-                 ("remove", lambda: os.unlink(".git"))]:
-    try:
-        fn()
-        res[name] = "done"
-    except OSError as e:
-        res[name] = type(e).__name__
+WORKTREE = ATTEMPT + r"""
+attempt("write", lambda: open(".git", "w").write("gitdir: /tmp/evil\n"))
+attempt("swap", lambda: (os.rename(".git", ".git.old"), os.makedirs(".git"),
+                         open(".git/config", "w").write("[core]\n")))
+attempt("remove", lambda: os.unlink(".git"))
 print(json.dumps(res))
 """
 

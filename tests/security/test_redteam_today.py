@@ -38,7 +38,7 @@ from execengine.policy import ToolPolicy
 from execengine.proctree import RUN_TOKEN_VAR, carriers
 from execengine.registry import ToolRegistry
 
-from .conftest import _uid_processes, level_params, wait_until
+from .conftest import ATTEMPT, _uid_processes, level_params, wait_until
 
 LEVEL = level_params()
 NONE_OR_RESTRICTED = [p for p in LEVEL if p.values[0] in ("none", "restricted")]
@@ -315,22 +315,15 @@ def _host_ifaces() -> list[str]:
 
 # -- 2. isolated: the working directory is no longer the owner's inside ------------------
 
-WORKDIR_PROBE = r"""
-import json, os
+WORKDIR_PROBE = ATTEMPT + r"""
 from hermes_tools import terminal
-res = {"uid": os.getuid()}
+res["uid"] = os.getuid()
 def read(path):
     try:
         with open(path) as fh:
             return "SECRET" in fh.read()
     except OSError as e:
         return type(e).__name__
-def attempt(name, fn):
-    try:
-        fn()
-        res[name] = "done"
-    except OSError as e:
-        res[name] = type(e).__name__
 res["top"] = read("top.key")
 res["nested"] = read("private/key")
 attempt("append", lambda: open("top.key", "a").write("tampered"))
