@@ -99,7 +99,8 @@ class CodeExecutionConfig(_Section):
 
     mode: Mode = option(
         "project",
-        "project: the session's cwd and project interpreter; strict: host interpreter in a "
+        "project: the session's cwd and project interpreter, the cwd's packages importable "
+        "(after the standard library and installed ones); strict: host interpreter in a "
         "private staging directory",
     )
     timeout: float = option(300.0, "wall-clock limit of one execution, seconds", min=0.1,
