@@ -578,7 +578,7 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
 
 def _await_alone(timeout: float = 10.0) -> None:
     """As the namespace's init, after the kill: until the namespace's ``/proc`` shows no
-    process but us that is not yet a zombie (or ``timeout``). A child the interpreter made
+    thread but ours that has not exited (or ``timeout``). A child the interpreter made
     with ``CLONE_PARENT`` has its parent, the keeper, outside the namespace, so ``waitpid``
     never sees it; killed, it may still be exiting (unmapping a large heap takes tens of
     ms) after the interpreter is gone, with its standard streams closed so the host's
@@ -597,13 +597,21 @@ def _await_alone(timeout: float = 10.0) -> None:
 
 
 def _alive(pid: str) -> bool:
-    """Whether ``/proc/<pid>`` is a process that has not exited yet (not a zombie)."""
+    """Whether a thread of process ``pid`` has not exited yet (is not a zombie): a leader
+    that called ``exit`` is one while its other threads still run."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rpartition(b")")[2].split()[:1]
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False  # gone meanwhile
-    return state != [b"Z"]
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                state = fh.read().rpartition(b")")[2].split()[:1]
+        except OSError:
+            continue
+        if state not in ([], [b"Z"], [b"X"]):
+            return True
+    return False
 
 
 def _close_fork_fd(warm: dict[str, Any]) -> None:

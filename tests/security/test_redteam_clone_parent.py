@@ -28,25 +28,47 @@ from .conftest import level_params
 ISOLATED = [p for p in level_params() if p.values[0] == "isolated"]
 HEAP_MB = 400
 
-CHILD = f"""
-import mmap, os
+#: the child: closes its standard streams (the host's drain then does not wait for it),
+#: takes a name, touches a large heap, says so, waits; ``thread``: all that in a thread,
+#: while the leader ends alone (a zombie whose process still runs)
+CHILD = {
+    "process": """
+import ctypes, mmap, os
 os.closerange(0, 1024)
-m = mmap.mmap(-1, {HEAP_MB} << 20)
-for i in range(0, {HEAP_MB} << 20, 4096):
+ctypes.CDLL(None).prctl(15, MARK, 0, 0, 0)
+m = mmap.mmap(-1, HEAP_MB << 20)
+for i in range(0, HEAP_MB << 20, 4096):
     m[i] = 1
 open("touched", "w").close()
 while True:
     os.pause()
-"""
+""",
+    "thread": """
+import ctypes, mmap, os, threading, time
+os.closerange(0, 1024)
+def hold():
+    ctypes.CDLL(None).prctl(15, MARK, 0, 0, 0)
+    m = mmap.mmap(-1, HEAP_MB << 20)
+    for i in range(0, HEAP_MB << 20, 4096):
+        m[i] = 1
+    open("touched", "w").close()
+    while True:
+        os.pause()
+threading.Thread(target=hold).start()
+while not os.path.exists("touched"):
+    time.sleep(0.01)
+ctypes.CDLL(None).syscall(60, 0)  # exit(2): the leader thread only
+""",
+}
 
-SCRIPT = f"""
+SCRIPT = """
 import ctypes, os, signal, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 pid = libc.syscall(56, 0x8000 | int(signal.SIGCHLD), 0, 0, 0, 0)  # clone(CLONE_PARENT)
 if pid == 0:
-    libc.prctl(15, b"{{mark}}", 0, 0, 0)
-    exec({CHILD!r})
+    MARK, HEAP_MB = {mark!r}, {heap}
+    exec({child!r})
 while not os.path.exists("touched"):
     time.sleep(0.01)
 print("made", pid > 0)
@@ -54,23 +76,29 @@ print("made", pid > 0)
 
 
 def _exiting(mark: str) -> list[str]:
-    """Processes named ``mark`` that have not exited yet (zombies have)."""
+    """Threads named ``mark`` that have not exited yet (zombies have)."""
     out = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/comm") as fh:
-                comm = fh.read().strip()
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                state = fh.read().rpartition(b")")[2].split()[0]
+            tasks = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
-        if comm == mark and state != b"Z":
-            out.append(pid)
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                    comm = fh.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                    state = fh.read().rpartition(b")")[2].split()[0]
+            except OSError:
+                continue
+            if comm == mark and state != b"Z":
+                out.append(tid)
     return out
 
 
 @pytest.mark.parametrize("level", ISOLATED)
-def test_a_clone_parent_child_is_gone_when_the_result_comes(level, tmp_path):
+@pytest.mark.parametrize("kind", sorted(CHILD))
+def test_a_clone_parent_child_is_gone_when_the_result_comes(level, kind, tmp_path):
     work = tmp_path / "work"
     work.mkdir(mode=0o777)
     work.chmod(0o777)
@@ -81,7 +109,8 @@ def test_a_clone_parent_child_is_gone_when_the_result_comes(level, tmp_path):
     with Engine(config) as engine:
         for _ in range(3):
             (work / "touched").unlink(missing_ok=True)
-            r = engine.execute(SCRIPT.replace("{mark}", mark), cwd=str(work))
+            code = SCRIPT.format(mark=mark.encode(), heap=HEAP_MB, child=CHILD[kind])
+            r = engine.execute(code, cwd=str(work))
             left = _exiting(mark)
             assert r.status == "success" and r.output == "made True\n", r
             assert left == [], left
@@ -89,7 +118,7 @@ def test_a_clone_parent_child_is_gone_when_the_result_comes(level, tmp_path):
 
 def test_negative_control_the_probe_sees_a_killed_process_still_exiting(tmp_path):
     mark = "eeclone" + os.urandom(3).hex()
-    code = f"import ctypes\nctypes.CDLL(None).prctl(15, b'{mark}', 0, 0, 0)\n" + CHILD
+    code = f"MARK, HEAP_MB = {mark.encode()!r}, {HEAP_MB}\n" + CHILD["process"]
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)
     try:
         while not (tmp_path / "touched").exists():
