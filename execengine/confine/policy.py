@@ -44,8 +44,54 @@ ALWAYS_DENIED = (
     "/etc/ssl/private", "/root/.ssh",
 )
 NETWORK_MODES = ("off", "allowlist", "on")
-#: below each writable root: never written by a confined call, read-only at ``isolated``
-PROTECTED_IN_ROOTS = ((".git", "hooks"), (".git", "config"))
+#: below each writable root: never written by a confined call, read-only at ``isolated``.
+#: All of ``.git``: git takes its config and hooks from more places in it than
+#: ``config`` and ``hooks/`` (``commondir``, ``config.worktree``; a worktree's ``.git``
+#: file names the folder), and any of them runs code in the host's next git command
+GIT = ".git"
+PROTECTED_IN_ROOTS = ((GIT,),)
+
+
+def submodule_git_files(root: str) -> tuple[str, ...]:
+    """The ``.git`` files of the submodules of the repository at ``root``, where git says
+    their work trees are (``core.worktree`` in ``.git/modules/<name>/config``, nested
+    submodules too): each names the folder git takes that submodule's config from, and
+    the repository's own git commands read it. What ``.git`` says (protected itself), not
+    ``.gitmodules`` (a file of the work tree). As of at most a second ago."""
+    return recent(("submodules", root), lambda: tuple(_submodules(root)))
+
+
+def _submodules(root: str, limit: int = 256) -> list[str]:
+    out: list[str] = []
+    folders = [os.path.join(root, GIT, "modules")]
+    while folders and len(out) < limit and len(folders) < 4 * limit:
+        folder = folders.pop()
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names[:limit - len(out)]:
+            gitdir = os.path.join(folder, name)
+            tree = _worktree_of(os.path.join(gitdir, "config"))
+            if tree is not None:
+                out.append(os.path.normpath(os.path.join(gitdir, tree, GIT)))
+            # a name with slashes is a path below modules/; a submodule's own are below it
+            folders.append(os.path.join(gitdir, "modules") if tree is not None else gitdir)
+    return out
+
+
+def _worktree_of(config: str) -> str | None:
+    """``core.worktree`` of a git config file (None: no such file or setting)."""
+    try:
+        with open(config, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 16)
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip().lower() == "worktree":
+            return value.strip().strip('"') or None
+    return None
 
 
 def _real(paths: Iterable[str]) -> tuple[str, ...]:
@@ -115,6 +161,7 @@ class ExecutionPolicy:
             denied.append(config.source)
         network = pc.network or ("on" if config.code_execution.network else "off")
         protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
+        protected += [p for r in writable for p in submodule_git_files(r)]
         protected += _real_fixed(pc.protected_paths)
         if config.source:
             protected.append(os.path.realpath(config.source))
@@ -140,8 +187,9 @@ class ExecutionPolicy:
         return self.root_of(path, write=True) is not None and not self.is_protected(path)
 
     def is_protected(self, path: str) -> bool:
-        """``path`` (absolute, normalised) is or lies below a protected path."""
-        return any(is_beneath(path, p) for p in self.protected)
+        """``path`` (absolute, normalised) is or lies below a protected path, or in a
+        ``.git`` at any depth (a nested repository's, a submodule's ``.git`` file)."""
+        return GIT in path.split("/") or any(is_beneath(path, p) for p in self.protected)
 
     def proxy_env(self) -> dict[str, str]:
         """``HTTP(S)_PROXY`` (both spellings) pointing at the allow-list proxy, if any."""

@@ -104,3 +104,74 @@ def test_a_worktrees_git_file_stays_as_it_was(level, tmp_path):
         return
     assert set(res.values()) == {"OSError"}, res
     assert (work / ".git").read_text() == pointer and not (work / ".git.old").exists()
+
+
+INTO_GIT = ATTEMPT + r"""
+from hermes_tools import write_file
+def tool(name, path, text):
+    res[name] = "error" if "error" in write_file(path, text) else "done"
+redirect = '[core]\n\tfsmonitor = "touch PWNED"\n'
+tool("tool_commondir", ".git/commondir", os.getcwd() + "/.git/x\n")
+tool("tool_other_config", ".git/x/config", redirect)
+tool("tool_gitfile", "sub/.git", "gitdir: evil\n")
+tool("tool_nested", "vendored/.git/config", redirect)
+tool("tool_new_repo", "fresh/.git/HEAD", "ref: refs/heads/main\n")
+attempt("direct_commondir", lambda: open(".git/commondir", "w").write("x\n"))
+attempt("direct_worktree_config", lambda: open(".git/config.worktree", "w").write(redirect))
+attempt("direct_submodule_file", lambda: open("sub/.git", "w").write("gitdir: evil\n"))
+attempt("direct_submodule_move", lambda: os.rename("sub", "sub.moved"))
+print(json.dumps(res))
+"""
+
+
+#: each level, and ``isolated`` again with ``workdir_as_owner`` (the script then acts as
+#: the folder's owner, whose files git trusts)
+OWNER_CASES = [pytest.param(p.values[0], False, marks=p.marks, id=p.id)
+               for p in level_params()] + [
+    pytest.param(p.values[0], True, marks=p.marks, id=f"{p.id}-as-owner")
+    for p in NONE_OR_ISOLATED if p.values[0] == "isolated"]
+
+
+@pytest.mark.parametrize(("level", "owner"), OWNER_CASES)
+def test_nothing_in_git_is_written_for_the_script(level, owner, tmp_path):
+    """git reads more of ``.git`` than ``config`` and ``hooks/``: ``commondir`` sends it to
+    another folder's config, a worktree's or submodule's ``.git`` file to another
+    repository. A red team had ``write_file`` (the host's, as root) write them and the
+    host's ``git status`` ran the planted ``core.fsmonitor``. The tools never write
+    anything of a ``.git`` (there or not, at any depth) at a confined level; at
+    ``isolated`` all of the root's ``.git`` and each submodule's ``.git`` file (where the
+    repository's config says its work tree is) are read-only to the script too (as the
+    folder's owner as well), and the submodule's folder cannot be moved."""
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    # a submodule: its .git file names its repository in ours, whose config names it back
+    (work / ".git" / "modules" / "sub").mkdir(parents=True)
+    (work / ".git" / "modules" / "sub" / "config").write_text(
+        "[core]\n\tworktree = ../../../sub\n")
+    (work / "sub").mkdir()
+    (work / "sub" / ".git").write_text("gitdir: ../.git/modules/sub\n")
+    (work / "vendored" / ".git").mkdir(parents=True)
+    (work / "fresh").mkdir()
+    for path in [work, *work.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o666)
+    config = Config().with_overrides({
+        "code_execution.isolation": level, "code_execution.min_isolation": level,
+        "code_execution.timeout": 30, "code_execution.workdir_as_owner": owner})
+    with Engine(config) as engine:
+        r = engine.execute(INTO_GIT, cwd=str(work))
+    assert r.status == "success", (r.error, r.output, r.stderr)
+    res = json.loads(r.output.splitlines()[-1])
+    tools = {k: v for k, v in res.items() if k.startswith("tool_")}
+    direct = {k: v for k, v in res.items() if k.startswith("direct_")}
+    if level == "none":  # the negative control: everything is written
+        assert set(res.values()) == {"done"}, res
+        assert (work / ".git" / "commondir").exists() and (work / "fresh" / ".git").is_dir()
+        return
+    assert set(tools.values()) == {"error"}, res
+    assert not (work / ".git" / "x").exists() and not (work / "fresh" / ".git").exists()
+    assert not (work / "vendored" / ".git" / "config").exists(), res
+    if level == "isolated":  # EROFS (read-only binds), EBUSY (a mount point)
+        assert set(direct.values()) == {"OSError"}, res
+        assert (work / "sub" / ".git").read_text() == "gitdir: ../.git/modules/sub\n", res
+        assert sorted(p.name for p in (work / ".git").iterdir()) == ["config", "modules"]
