@@ -252,15 +252,43 @@ def _strip_own_frames(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
+#: modules the standard library imports only to learn they are not here (they belong to
+#: another platform or implementation: ``msvcrt`` by ``subprocess``, ``org`` by ``copy``,
+#: ``winreg`` and ``_winapi`` by ``mimetypes``): never the project directory's
+FOREIGN = frozenset({"msvcrt", "_winapi", "winreg", "nt", "_overlapped", "winsound",
+                     "_scproxy", "org", "java", "vms_lib", "_wmi"})
+
+
+class _NotFromProject:
+    """A finder ahead of the others: a module of :data:`FOREIGN` comes from anywhere on
+    ``sys.path`` but the project directory (a stand-in an earlier script left there would
+    run in every ``import subprocess``)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if path is not None or name not in FOREIGN:
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, [p for p in sys.path if p != self.folder])
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return spec
+
+
 def project_path(default: str | None = None) -> None:
     """Put the project directory (``EXECENGINE_PROJECT_DIR``, removed from the environment;
     else ``default``) last on ``sys.path``: the script imports the project's packages,
     but a module an earlier script left there (a ``json.py``) comes after the standard
     library, the installed packages, the stub and this runtime, and a
-    ``sitecustomize.py`` there never ran at start-up (it is not on ``PYTHONPATH``)."""
+    ``sitecustomize.py`` there never ran at start-up (it is not on ``PYTHONPATH``). Nor
+    does it provide a module the standard library only probes for (:data:`FOREIGN`)."""
     folder = os.environ.pop(ENV_PROJECT_DIR, None) or default
     if folder is not None and folder not in sys.path:
         sys.path.append(folder)
+        sys.meta_path.insert(0, _NotFromProject(folder))
 
 
 def run_script(path: str) -> int:

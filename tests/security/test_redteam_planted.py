@@ -7,8 +7,11 @@ directory ran in every later execution there before its script, with its RPC tok
 the host reported what it printed as the script's output. A script plants them; the next
 execution (a one-shot script, a session's kernel) must run its own code and nothing of
 them. Project mode put the project directory on ``PYTHONPATH``, where a ``sitecustomize.py``
-ran at every start: now the runtime puts it last on ``sys.path``. The negative control runs
-the runtime the way it used to start, in the same planted folder: the planted modules run.
+ran at every start: now the runtime puts it last on ``sys.path``, and never takes from it
+a module the standard library only probes for (a red team's ``msvcrt.py`` ran in the next
+script's ``import subprocess``, ``org/`` in ``import dataclasses``). The negative control
+runs the runtime the way it used to start, in the same planted folder: the planted modules
+run.
 """
 
 from __future__ import annotations
@@ -35,8 +38,10 @@ PLANT = r'''
 import os
 mark = "import os\nopen(os.path.join(os.getcwd(), 'RAN-' + __name__), 'w').close()\n"
 os.makedirs("_execengine", exist_ok=True)
+os.makedirs("org", exist_ok=True)
 for name in ("_execengine/__init__.py", "types.py", "json.py", "socket.py", "select.py",
-             "hermes_tools.py", "sitecustomize.py"):
+             "hermes_tools.py", "sitecustomize.py", "msvcrt.py", "winreg.py", "_winapi.py",
+             "org/__init__.py"):
     with open(name, "w") as f:
         f.write(mark)
 with open("_execengine/bootstrap.py", "w") as f:
@@ -45,7 +50,8 @@ print("planted")
 '''
 
 NEXT = """
-import json
+import json, subprocess, copy, dataclasses, mimetypes
+mimetypes.init()
 from hermes_tools import read_file
 print(json.dumps({"mine": True, "read": "content" in read_file("mine.txt")}))
 """
