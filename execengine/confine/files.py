@@ -162,9 +162,7 @@ class FileConfinement:
         if root is None or path == root:
             raise self._outside(path, action, write=True)
         if self.policy.is_protected(path) or self.policy.is_protected(os.path.realpath(path)):
-            raise FileOpError(f"Access denied: {action} {path!r}: a protected path (it runs "
-                              "later outside the sandbox; see docs/confinement.md)",
-                              policy_denied=True)
+            raise self._protected(path, action)
         parts = os.path.relpath(path, root).split("/")
         cur = self._root_fd(root)
         try:
@@ -178,6 +176,10 @@ class FileConfinement:
                                                                    _acl_of(cur), acl.X):
                     raise self._private(path, action)
             name = parts[-1]
+            # where the folder opened really is: a link on the way, swapped by the script
+            # between the check above and the walk, may have led into a protected one
+            if self.policy.is_protected(os.path.join(real_path_of(cur), name)):
+                raise self._protected(path, action)
             try:
                 st = os.lstat(name, dir_fd=cur)
             except FileNotFoundError:
@@ -198,6 +200,12 @@ class FileConfinement:
             raise
         self._fds.append(cur)
         return Path(f"{ANCHOR_PREFIX}{cur}/{name}")
+
+    @staticmethod
+    def _protected(path: str, action: str) -> FileOpError:
+        return FileOpError(f"Access denied: {action} {path!r}: a protected path (it runs "
+                           "later outside the sandbox; see docs/confinement.md)",
+                           policy_denied=True)
 
     def _subdir(self, cur: int, name: str, path: str, action: str) -> int:
         flags = os.O_PATH | os.O_DIRECTORY

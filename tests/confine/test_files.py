@@ -216,3 +216,42 @@ def test_tools_leave_roots_and_level_none_are_unconfined(world):
     assert not ExecutionPolicy.for_execution(loose, cwd=str(work), level="isolated").confined
     strict = Config().with_overrides({"policy.confine_at_none": True})
     assert ExecutionPolicy.for_execution(strict, cwd=str(work), level="none").confined
+
+
+@pytest.mark.parametrize("into", [".git", "keep"])
+def test_a_link_swapped_into_a_protected_folder_during_the_walk_is_refused(
+        registry, world, monkeypatch, into):
+    """The path is checked, then its folders opened one by one: a script's thread that
+    swaps a link from a plain folder to ``.git`` (or a listed protected folder) in between
+    had ``write_file`` replace the host's ``.git/config`` (a red team won within a few
+    calls). Where the opened folder really is is checked again; the swap is made here at
+    the worst moment, deterministically."""
+    from execengine.confine import files
+
+    work, _, _ = world
+    (work / ".git").mkdir()
+    (work / ".git" / "config").write_text("[core]\n")
+    (work / "keep").mkdir()
+    (work / "ok").mkdir()
+    (work / "link").symlink_to("ok")
+    real_subdir = files.FileConfinement._subdir
+
+    def swapped_first(self, cur, name, path, action):
+        if name == "link" and (work / "link").resolve() == work / "ok":
+            (work / "link").unlink()
+            (work / "link").symlink_to(into)
+        return real_subdir(self, cur, name, path, action)
+
+    monkeypatch.setattr(files.FileConfinement, "_subdir", swapped_first)
+    config = Config().with_overrides({"policy.protected_paths": [str(work / "keep")]})
+    res = call(registry, work, "write_file", {"path": "link/config", "content": "pwned\n"},
+               config=config)
+    assert "protected path" in res.get("error", ""), res
+    assert (work / ".git" / "config").read_text() == "[core]\n"
+    assert not (work / "keep" / "config").exists()
+    (work / "link").unlink()  # the negative control: a link to a plain folder is written
+    (work / "link").symlink_to("ok")
+    monkeypatch.setattr(files.FileConfinement, "_subdir", real_subdir)
+    res = call(registry, work, "write_file", {"path": "link/config", "content": "fine\n"},
+               config=config)
+    assert "error" not in res and (work / "ok" / "config").read_text() == "fine\n", res
