@@ -252,27 +252,29 @@ def _strip_own_frames(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
-#: modules the standard library imports only to learn they are not here (they belong to
-#: another platform or implementation: ``msvcrt`` by ``subprocess``, ``org`` by ``copy``,
-#: ``winreg`` and ``_winapi`` by ``mimetypes``): never the project directory's
+#: modules the standard library imports only to learn they are not here: another
+#: platform's or implementation's (``msvcrt`` by ``subprocess``, ``org`` by ``copy``,
+#: ``winreg`` and ``_winapi`` by ``mimetypes``), or one this build left out (``_dbm``,
+#: ``_gdbm`` by ``dbm``): never the project directory's. Every standard library name
+#: where the interpreter lists them (3.10+), and those a library tries the same way.
 FOREIGN = frozenset({"msvcrt", "_winapi", "winreg", "nt", "_overlapped", "winsound",
-                     "_scproxy", "org", "java", "vms_lib", "_wmi"})
+                     "_scproxy", "org", "java", "vms_lib", "_wmi", "_dbm", "_gdbm",
+                     "_distutils_system_mod", *getattr(sys, "stdlib_module_names", ())})
 
 
 class _NotFromProject:
-    """A finder ahead of the others: a module of :data:`FOREIGN` comes from anywhere on
+    """A finder ahead of the path's: a module of :data:`FOREIGN` comes from anywhere on
     ``sys.path`` but the project directory (a stand-in an earlier script left there would
     run in every ``import subprocess``)."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, path_finder: Any) -> None:
         self.folder = folder
+        self.path_finder = path_finder
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if path is not None or name not in FOREIGN:
             return None
-        from importlib.machinery import PathFinder
-
-        spec = PathFinder.find_spec(name, [p for p in sys.path if p != self.folder])
+        spec = self.path_finder.find_spec(name, [p for p in sys.path if p != self.folder])
         if spec is None:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return spec
@@ -288,7 +290,11 @@ def project_path(default: str | None = None) -> None:
     folder = os.environ.pop(ENV_PROJECT_DIR, None) or default
     if folder is not None and folder not in sys.path:
         sys.path.append(folder)
-        sys.meta_path.insert(0, _NotFromProject(folder))
+        # after the built-in and frozen modules' finders, before the path's
+        at = next((i for i, f in enumerate(sys.meta_path)
+                   if getattr(f, "__name__", "") == "PathFinder"), None)
+        if at is not None:
+            sys.meta_path.insert(at, _NotFromProject(folder, sys.meta_path[at]))
 
 
 def run_script(path: str) -> int:

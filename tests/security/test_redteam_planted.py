@@ -41,7 +41,7 @@ os.makedirs("_execengine", exist_ok=True)
 os.makedirs("org", exist_ok=True)
 for name in ("_execengine/__init__.py", "types.py", "json.py", "socket.py", "select.py",
              "hermes_tools.py", "sitecustomize.py", "msvcrt.py", "winreg.py", "_winapi.py",
-             "org/__init__.py"):
+             "_dbm.py", "_gdbm.py", "org/__init__.py"):
     with open(name, "w") as f:
         f.write(mark)
 with open("_execengine/bootstrap.py", "w") as f:
@@ -50,8 +50,12 @@ print("planted")
 '''
 
 NEXT = """
-import json, subprocess, copy, dataclasses, mimetypes
+import json, subprocess, copy, dataclasses, mimetypes, dbm, os
 mimetypes.init()
+try:  # the build may lack both: then dbm.dumb, never the planted ones
+    dbm.open(os.path.join(os.environ["TMPDIR"], "db"), "c").close()
+except Exception:
+    pass
 from hermes_tools import read_file
 print(json.dumps({"mine": True, "read": "content" in read_file("mine.txt")}))
 """
