@@ -53,12 +53,111 @@ PROTECTED_IN_ROOTS = ((GIT,),)
 
 
 def submodule_git_files(root: str) -> tuple[str, ...]:
-    """The ``.git`` files of the submodules of the repository at ``root``, where git says
-    their work trees are (``core.worktree`` in ``.git/modules/<name>/config``, nested
-    submodules too): each names the folder git takes that submodule's config from, and
-    the repository's own git commands read it. What ``.git`` says (protected itself), not
-    ``.gitmodules`` (a file of the work tree). As of at most a second ago."""
-    return recent(("submodules", root), lambda: tuple(_submodules(root)))
+    """What of the submodules of the repository at ``root`` git would run config from:
+    each one's ``.git`` file, where git says its work tree is (``core.worktree`` in
+    ``.git/modules/<name>/config``, nested submodules too), and for each submodule the
+    index holds (a gitlink) its ``.git`` if there is one, else its (empty) folder, where
+    a ``.git`` of the script's own would be taken for it (``git status`` enters a
+    populated submodule with ``GIT_DIR`` set, so git's ownership check does not apply).
+    What ``.git`` says (protected itself), not ``.gitmodules`` (a file of the work tree).
+    As of at most a second ago."""
+    def build() -> tuple[str, ...]:
+        found = _submodules(root)
+        for rel in gitlinks(os.path.join(root, GIT, "index")):
+            folder = os.path.normpath(os.path.join(root, rel))
+            if not is_beneath(folder, root):
+                continue
+            dot_git = os.path.join(folder, GIT)
+            found.append(dot_git if os.path.lexists(dot_git) else folder)
+        return tuple(dict.fromkeys(found))
+
+    return recent(("submodules", root), build)
+
+
+#: (index path) -> (mtime_ns, size, gitlinks): an index is read again only when it changed
+_GITLINKS: dict[str, tuple[int, int, tuple[str, ...]]] = {}
+GITLINK_MODE = 0o160000
+MAX_INDEX_BYTES = 256 << 20
+
+
+def gitlinks(index: str, limit: int = 256) -> tuple[str, ...]:
+    """The paths of the gitlinks (submodules) a git index lists, relative to its work
+    tree (index versions 2-4; nothing for a missing or unreadable one)."""
+    try:
+        st = os.stat(index)
+    except OSError:
+        return ()
+    hit = _GITLINKS.get(index)
+    if hit is not None and hit[:2] == (st.st_mtime_ns, st.st_size):
+        return hit[2]
+    found: tuple[str, ...] = ()
+    if st.st_size <= MAX_INDEX_BYTES:
+        try:
+            with open(index, "rb") as fh:
+                found = tuple(_parse_gitlinks(fh.read(), limit, _oid_length(index)))
+        except (OSError, ValueError, IndexError):
+            found = ()
+    if len(_GITLINKS) > 64:
+        _GITLINKS.clear()
+    _GITLINKS[index] = (st.st_mtime_ns, st.st_size, found)
+    return found
+
+
+def _parse_gitlinks(data: bytes, limit: int, oid: int = 20) -> list[str]:
+    """``oid``: the object ids' length, 20 (SHA-1) or 32 (SHA-256)."""
+    if data[:4] != b"DIRC":
+        raise ValueError("not a git index")
+    version = int.from_bytes(data[4:8], "big")
+    count = int.from_bytes(data[8:12], "big")
+    if version not in (2, 3, 4):
+        raise ValueError(f"index version {version}")
+    out: list[str] = []
+    pos, previous = 12, b""
+    for _ in range(count):
+        start = pos
+        mode = int.from_bytes(data[pos + 24:pos + 28], "big")
+        pos += 40 + oid
+        flags = int.from_bytes(data[pos:pos + 2], "big")
+        pos += 2
+        if version >= 3 and flags & 0x4000:
+            pos += 2
+        if version == 4:
+            strip, pos = _varint(data, pos)
+            end = data.index(b"\0", pos)
+            name = previous[:len(previous) - strip] + data[pos:end]
+            pos = end + 1
+        else:
+            end = data.index(b"\0", pos)
+            name = data[pos:end]
+            pos = start + ((end - start) // 8 + 1) * 8
+        previous = name
+        if mode == GITLINK_MODE:
+            out.append(os.fsdecode(name))
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _oid_length(index: str) -> int:
+    """32 for a repository of SHA-256 object ids (``extensions.objectFormat``), else 20."""
+    try:
+        with open(os.path.join(os.path.dirname(index), "config"), "rb") as fh:
+            text = fh.read(1 << 16).lower().replace(b" ", b"").replace(b"\t", b"")
+    except OSError:
+        return 20
+    return 32 if b"objectformat=sha256" in text else 20
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The offset encoding of index version 4 (as in packs' deltas)."""
+    byte = data[pos]
+    pos += 1
+    value = byte & 0x7F
+    while byte & 0x80:
+        byte = data[pos]
+        pos += 1
+        value = ((value + 1) << 7) | (byte & 0x7F)
+    return value, pos
 
 
 def _submodules(root: str, limit: int = 256) -> list[str]:
