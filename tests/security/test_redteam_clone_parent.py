@@ -31,19 +31,7 @@ HEAP_MB = 400
 #: the child: closes its standard streams (the host's drain then does not wait for it),
 #: takes a name, touches a large heap, says so, waits; ``thread``: all that in a thread,
 #: while the leader ends alone (a zombie whose process still runs)
-CHILD = {
-    "process": """
-import ctypes, mmap, os
-os.closerange(0, 1024)
-ctypes.CDLL(None).prctl(15, MARK, 0, 0, 0)
-m = mmap.mmap(-1, HEAP_MB << 20)
-for i in range(0, HEAP_MB << 20, 4096):
-    m[i] = 1
-open("touched", "w").close()
-while True:
-    os.pause()
-""",
-    "thread": """
+HOLD = """
 import ctypes, mmap, os, threading, time
 os.closerange(0, 1024)
 def hold():
@@ -54,6 +42,10 @@ def hold():
     open("touched", "w").close()
     while True:
         os.pause()
+"""
+CHILD = {
+    "process": HOLD + "hold()\n",
+    "thread": HOLD + """
 threading.Thread(target=hold).start()
 while not os.path.exists("touched"):
     time.sleep(0.01)
