@@ -154,6 +154,8 @@ def refused_result(message: str, by: str) -> ExecutionResult:
 
 _NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
 _IMPORT_ERROR = re.compile(r"ImportError: cannot import name '(\w+)' from 'hermes_tools'")
+#: git refused by the read-only bind of a working directory's ``.git``
+_GIT_READ_ONLY = re.compile(r"\.git/[^\s']*'?: Read-only file system")
 
 
 def hint_for(result: ExecutionResult, allowed: Iterable[str]) -> str | None:
@@ -169,6 +171,9 @@ def hint_for(result: ExecutionResult, allowed: Iterable[str]) -> str | None:
                 f"{', '.join(allowed) or 'none'}")
     if "ToolCallError" in text:
         return "A tool call could not reach the host; the result above says why."
+    if _GIT_READ_ONLY.search(text) or _GIT_READ_ONLY.search(result.output):
+        return ("The repository's .git is read-only in the sandbox (docs/confinement.md): "
+                "run git commands that write (add, commit, checkout) outside the execution.")
     if result.status == "timeout":
         return ("Do less per execution, or run slow tool calls concurrently (threads or "
                 "`from hermes_tools import aio`).")

@@ -107,3 +107,28 @@ def test_an_unpopulated_submodule_cannot_be_planted(level, tmp_path):
         return
     assert res["plant"] == "OSError" and res["tool"] == "error", res
     assert not marker.exists() and sorted(os.listdir(work / "sub")) == [], res
+
+
+@pytest.mark.parametrize("level", NONE_OR_ISOLATED)
+def test_git_that_writes_in_the_sandbox_is_refused_with_a_hint(level, tmp_path):
+    """At ``isolated`` the repository's ``.git`` is read-only to the script's own git too
+    (which works on the folder's repository only as its owner, ``workdir_as_owner``: else
+    git refuses a repository of another uid): a ``git add`` fails, and the result says why
+    and what to do; at ``none`` it works."""
+    work = _clone_with_a_submodule(tmp_path)
+    work.chmod(0o777)
+    code = ("import subprocess\n(open('new.txt', 'w')).write('x')\n"
+            f"r = subprocess.run(['git', 'add', 'new.txt'], env={GIT_ENV!r}, "
+            "capture_output=True, text=True)\nprint(r.returncode, r.stderr.strip())\n")
+    config = Config().with_overrides({
+        "code_execution.isolation": level, "code_execution.min_isolation": level,
+        "code_execution.timeout": 30, "code_execution.workdir_as_owner": True})
+    with Engine(config) as engine:
+        r = engine.execute(code, cwd=str(work))
+    assert r.status == "success", (r.error, r.output, r.stderr)
+    staged = git(work, "diff", "--cached", "--name-only").split()
+    if level == "none":
+        assert r.output.startswith("0") and staged == ["new.txt"] and r.hint is None, r
+        return
+    assert "Read-only file system" in r.output and staged == [], r
+    assert r.hint is not None and ".git is read-only in the sandbox" in r.hint, r
