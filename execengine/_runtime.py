@@ -18,6 +18,7 @@ from execengine._resources import sandbox_dir
 
 #: the import name of the child runtime, on both sides
 RUNTIME_PACKAGE = "_execengine"
+_lock = threading.Lock()
 #: how a ``python -c`` program of the runtime starts: ``-c`` put the working directory
 #: first on ``sys.path`` (unless ``-P``/``-I`` said not to), and a folder the script may
 #: write must not decide what the runtime imports (a ``_execengine/`` or ``json.py`` left
@@ -29,7 +30,6 @@ def entry_program(module: str) -> str:
     """The ``python -c`` program that runs ``_execengine.<module>.main`` (the same text as
     that module's ``ENTRY``)."""
     return f"{SAFE_PATH}from {RUNTIME_PACKAGE}.{module} import main; sys.exit(main())"
-_lock = threading.Lock()
 
 
 def runtime_module(name: str) -> ModuleType:

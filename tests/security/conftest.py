@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from execengine.childenv import build_child_env
+from execengine.config import Config
 from execengine.isolation.detect import detect
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
 from tests.isolation._prestart import teach
@@ -56,6 +57,16 @@ def level_params(*, prestarted: bool = False) -> list[Any]:
             pre.prestarted = True
             out.append(pytest.param(pre, marks=skip, id=f"{lv}-prestarted"))
     return out
+
+
+def level_engine(level: str, **overrides: Any) -> Any:
+    """An engine pinned to ``level`` (no fallback to a weaker one), 30 s a script, with
+    ``overrides`` (dotted config keys)."""
+    from execengine.engine.core import Engine
+
+    return Engine(Config().with_overrides({
+        "code_execution.isolation": level, "code_execution.min_isolation": level,
+        "code_execution.timeout": 30, **overrides}))
 
 
 #: the start of a probe script: ``attempt(name, fn)`` records in ``res`` whether ``fn()``

@@ -20,10 +20,7 @@ import sys
 
 import pytest
 
-from execengine.config import Config
-from execengine.engine.core import Engine
-
-from .conftest import level_params
+from .conftest import level_engine, level_params
 
 ISOLATED = [p for p in level_params() if p.values[0] == "isolated"]
 HEAP_MB = 400
@@ -95,10 +92,8 @@ def test_a_clone_parent_child_is_gone_when_the_result_comes(level, kind, tmp_pat
     work.mkdir(mode=0o777)
     work.chmod(0o777)
     mark = "eeclone" + os.urandom(3).hex()
-    config = Config().with_overrides({
-        "code_execution.isolation": level, "code_execution.min_isolation": level,
-        "code_execution.timeout": 60, "code_execution.memory_mb": 4 * HEAP_MB})
-    with Engine(config) as engine:
+    with level_engine(level, **{"code_execution.timeout": 60,
+                                "code_execution.memory_mb": 4 * HEAP_MB}) as engine:
         for _ in range(3):
             (work / "touched").unlink(missing_ok=True)
             code = SCRIPT.format(mark=mark.encode(), heap=HEAP_MB, child=CHILD[kind])

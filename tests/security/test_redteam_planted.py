@@ -25,10 +25,8 @@ import pytest
 
 from execengine._resources import sandbox_dir
 from execengine._runtime import RUNTIME_PACKAGE
-from execengine.config import Config
-from execengine.engine.core import Engine
 
-from .conftest import level_params
+from .conftest import level_engine, level_params
 
 LEVEL = level_params()
 
@@ -61,12 +59,6 @@ print(json.dumps({"mine": True, "read": "content" in read_file("mine.txt")}))
 """
 
 
-def _engine(level: str) -> Engine:
-    return Engine(Config().with_overrides({
-        "code_execution.isolation": level, "code_execution.min_isolation": level,
-        "code_execution.timeout": 30}))
-
-
 def _marks(work) -> list[str]:
     return sorted(p.name for p in work.iterdir() if p.name.startswith("RAN-"))
 
@@ -78,7 +70,7 @@ def test_a_module_left_in_the_working_directory_never_runs_before_the_next_scrip
     work.mkdir()
     work.chmod(0o777)  # the slot uids may write it (as a shared batch folder would be)
     (work / "mine.txt").write_text("mine\n")
-    with _engine(level) as engine:
+    with level_engine(level) as engine:
         first = engine.execute(PLANT, cwd=str(work))
         assert first.status == "success" and first.output == "planted\n", first
         assert (work / "_execengine" / "bootstrap.py").exists()
@@ -96,7 +88,7 @@ def test_a_session_kernel_imports_nothing_planted_and_its_cells_still_see_the_fo
     work.chmod(0o777)
     (work / "mine.txt").write_text("mine\n")
     (work / "helper_mod.py").write_text("VALUE = 42\n")  # a cell may import the folder's
-    with _engine(level) as engine:
+    with level_engine(level) as engine:
         assert engine.execute(PLANT, cwd=str(work)).output == "planted\n"
         cell = engine.execute(NEXT + "import helper_mod\nprint(helper_mod.VALUE)\n",
                               cwd=str(work), session="s")

@@ -16,10 +16,7 @@ import json
 
 import pytest
 
-from execengine.config import Config
-from execengine.engine.core import Engine
-
-from .conftest import ATTEMPT, level_params
+from .conftest import ATTEMPT, level_engine, level_params
 
 NONE_OR_ISOLATED = [p for p in level_params() if p.values[0] in ("none", "isolated")]
 
@@ -50,12 +47,6 @@ print(json.dumps(res))
 """
 
 
-def _engine(level: str, results: str) -> Engine:
-    return Engine(Config().with_overrides({
-        "code_execution.isolation": level, "code_execution.min_isolation": level,
-        "code_execution.timeout": 30, "policy.protected_paths": [results]}))
-
-
 @pytest.mark.parametrize("level", NONE_OR_ISOLATED)
 def test_a_protected_paths_folder_cannot_be_moved_aside(level, tmp_path):
     work = tmp_path / "work"
@@ -66,7 +57,7 @@ def test_a_protected_paths_folder_cannot_be_moved_aside(level, tmp_path):
     results.write_text("real\n")
     for path in [work, *work.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o666)  # any uid may write: only the binds
-    with _engine(level, str(results)) as engine:
+    with level_engine(level, **{"policy.protected_paths": [str(results)]}) as engine:
         r = engine.execute(MOVE_ASIDE, cwd=str(work))
     assert r.status == "success", (r.error, r.output, r.stderr)
     res = json.loads(r.output.splitlines()[-1])
@@ -94,7 +85,7 @@ def test_a_worktrees_git_file_stays_as_it_was(level, tmp_path):
     pointer = "gitdir: /srv/repo/.git/worktrees/wt\n"
     (work / ".git").write_text(pointer)
     (work / ".git").chmod(0o666)
-    with _engine(level, str(work / "none.jsonl")) as engine:
+    with level_engine(level) as engine:
         r = engine.execute(WORKTREE, cwd=str(work))
     assert r.status == "success", (r.error, r.output, r.stderr)
     res = json.loads(r.output.splitlines()[-1])
@@ -155,10 +146,7 @@ def test_nothing_in_git_is_written_for_the_script(level, owner, tmp_path):
     (work / "fresh").mkdir()
     for path in [work, *work.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o666)
-    config = Config().with_overrides({
-        "code_execution.isolation": level, "code_execution.min_isolation": level,
-        "code_execution.timeout": 30, "code_execution.workdir_as_owner": owner})
-    with Engine(config) as engine:
+    with level_engine(level, **{"code_execution.workdir_as_owner": owner}) as engine:
         r = engine.execute(INTO_GIT, cwd=str(work))
     assert r.status == "success", (r.error, r.output, r.stderr)
     res = json.loads(r.output.splitlines()[-1])

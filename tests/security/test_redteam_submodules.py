@@ -20,11 +20,9 @@ import subprocess
 
 import pytest
 
-from execengine.config import Config
 from execengine.confine.policy import gitlinks
-from execengine.engine.core import Engine
 
-from .conftest import ATTEMPT, level_params
+from .conftest import ATTEMPT, level_engine, level_params
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -93,10 +91,7 @@ def test_an_unpopulated_submodule_cannot_be_planted(level, tmp_path):
     work = _clone_with_a_submodule(tmp_path)
     work.chmod(0o777)  # the sandbox uid may write the working directory
     marker = tmp_path / "PLANTED-RAN"
-    config = Config().with_overrides({
-        "code_execution.isolation": level, "code_execution.min_isolation": level,
-        "code_execution.timeout": 30})
-    with Engine(config) as engine:
+    with level_engine(level) as engine:
         r = engine.execute(PLANT.replace("{marker}", str(marker)), cwd=str(work))
     assert r.status == "success", (r.error, r.output, r.stderr)
     res = json.loads(r.output.splitlines()[-1])
@@ -120,10 +115,7 @@ def test_git_that_writes_in_the_sandbox_is_refused_with_a_hint(level, tmp_path):
     code = ("import subprocess\n(open('new.txt', 'w')).write('x')\n"
             f"r = subprocess.run(['git', 'add', 'new.txt'], env={GIT_ENV!r}, "
             "capture_output=True, text=True)\nprint(r.returncode, r.stderr.strip())\n")
-    config = Config().with_overrides({
-        "code_execution.isolation": level, "code_execution.min_isolation": level,
-        "code_execution.timeout": 30, "code_execution.workdir_as_owner": True})
-    with Engine(config) as engine:
+    with level_engine(level, **{"code_execution.workdir_as_owner": True}) as engine:
         r = engine.execute(code, cwd=str(work))
     assert r.status == "success", (r.error, r.output, r.stderr)
     staged = git(work, "diff", "--cached", "--name-only").split()
