@@ -11,12 +11,25 @@ a token still registered, found through ``/proc/<pid>/environ`` (the shell, its 
 those that called ``setsid``): each round freezes what it finds with SIGSTOP, until a round
 finds nothing new, then kills them all. Then it exits.
 
+Two moments hide a command's token from ``/proc``, and each is covered:
+
+- Between the host's fork and the shell's ``exec`` the child still has the host's
+  environment. So every shell first checks a second pipe whose write end, too, only the
+  host holds (:attr:`CommandGuard.liveness_fd`): at EOF the host is gone and the shell
+  exits before running anything. A shell that finds the host alive has its token in
+  ``/proc`` already, so the guard's sweep, which starts only once the host is gone,
+  finds it.
+- While a process is inside ``exec`` its ``environ`` reads empty. A round that met such a
+  process (one that is not a kernel thread and has not exited) is not the last one: the
+  guard looks again a moment later.
+
 The guard runs ``python -I -S`` (about 10 ms, once per backend); a host whose interpreter
 cannot start it runs its commands unguarded, with a warning.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import subprocess
@@ -27,9 +40,14 @@ from execengine.proctree import TERM_TOKEN_VAR
 
 log = logging.getLogger(__name__)
 
-#: the guard's program: register (``+TOKEN``) and withdraw (``-TOKEN``) lines on stdin
+#: how long the guard's sweep keeps looking while a process is inside ``exec``
+HIDDEN_SECONDS = 2.0
+
+#: the guard's program: register (``+TOKEN``) and withdraw (``-TOKEN``) lines on stdin;
+#: its arguments (:func:`guard_argv`): the token's variable, how long to keep looking
+#: while a process is inside exec, and the ``/proc`` to look in
 GUARD = r"""
-import os, signal, sys
+import os, signal, sys, time
 var = sys.argv[1].encode()
 tokens, buf = set(), b""
 while True:
@@ -44,23 +62,42 @@ while True:
     *lines, buf = (buf + data).split(b"\n")
     for line in lines:
         (tokens.add if line[:1] == b"+" else tokens.discard)(line[1:])
+hidden_seconds, proc = float(sys.argv[2]), sys.argv[3]
 needles = [b"\0" + var + b"=" + t + b"\0" for t in tokens if t]
 me, held = os.getpid(), set()
-for _ in range(50):
-    found = set()
-    for name in os.listdir("/proc") if needles else ():
-        if not name.isdigit() or int(name) == me:
+
+def read(name, what):
+    try:
+        with open(proc + "/" + name + "/" + what, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+def hidden(name):
+    # inside exec: neither arguments nor environment yet; not a kernel thread, not exited
+    fields = (read(name, "stat") or b")").rpartition(b")")[2].split()
+    return (len(fields) > 6 and fields[0] not in (b"Z", b"X") and read(name, "cmdline") == b""
+            and not int(fields[6]) & 0x200000)
+
+deadline = time.monotonic() + hidden_seconds
+for _ in range(1000):
+    found, pending = set(), False
+    for name in os.listdir(proc) if needles else ():
+        if not name.isdigit() or int(name) == me or int(name) in held:
             continue
-        try:
-            with open("/proc/" + name + "/environ", "rb") as f:
-                env = b"\0" + f.read()
-        except OSError:
+        env = read(name, "environ")
+        if env is None:
             continue
+        env = b"\0" + env
         if any(n in env for n in needles):
             found.add(int(name))
+        elif env == b"\0" and hidden(name):
+            pending = True
     new = found - held
-    if not new:
+    if not new and (not pending or time.monotonic() > deadline):
         break
+    if not new:
+        time.sleep(0.002)
     for pid in new:
         try:
             os.kill(pid, signal.SIGSTOP)
@@ -74,6 +111,25 @@ for pid in held:
         pass
 """
 
+
+def guard_argv(proc: str = "/proc") -> list[str]:
+    """The guard's command line (``proc``: the ``/proc`` it looks in; a test's fake)."""
+    return [sys.executable, "-I", "-S", "-c", GUARD, TERM_TOKEN_VAR, str(HIDDEN_SECONDS),
+            proc]
+
+
+#: the lowest descriptor number of the liveness pipe's read end (above bash's own 10..)
+LIVENESS_FD_MIN = 200
+#: the exit status of a shell that found its host gone before it ran anything
+HOST_GONE_STATUS = 137
+
+
+def liveness_check(fd: int) -> str:
+    """Shell text that exits when ``fd`` (:attr:`CommandGuard.liveness_fd`) is at EOF,
+    then closes it so that nothing the command starts holds it."""
+    return f"read -t 0 -u {fd} && exit {HOST_GONE_STATUS}\nexec {fd}<&-\n"
+
+
 #: how long :meth:`CommandGuard.close` waits for the guard to finish
 CLOSE_SECONDS = 5.0
 
@@ -85,6 +141,7 @@ class CommandGuard:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._write = -1
+        self._alive_r = self._alive_w = -1
         self._failed = False
         self._closed = False
 
@@ -115,7 +172,7 @@ class CommandGuard:
         read, write = os.pipe()  # neither end is inherited by the commands
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", GUARD, TERM_TOKEN_VAR], stdin=read,
+                guard_argv(), stdin=read,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True)
         except OSError as exc:
@@ -127,6 +184,17 @@ class CommandGuard:
         finally:
             os.close(read)
         self._write = write
+        # the pipe the shells check at start (a high descriptor: above bash's own)
+        alive_r, self._alive_w = os.pipe()
+        self._alive_r = fcntl.fcntl(alive_r, fcntl.F_DUPFD_CLOEXEC, LIVENESS_FD_MIN)
+        os.close(alive_r)
+
+    @property
+    def liveness_fd(self) -> int | None:
+        """While the guard runs: a descriptor (not inheritable: pass it on explicitly)
+        that reads EOF once this process is gone, to be checked by each shell at start
+        (see the module's text; :func:`liveness_check` is the check)."""
+        return self._alive_r if self._proc is not None and not self._failed else None
 
     @property
     def pid(self) -> int | None:
@@ -138,8 +206,11 @@ class CommandGuard:
         with self._lock:
             self._closed = True
             proc, write, self._write = self._proc, self._write, -1
-        if write >= 0:
-            os.close(write)
+            alive = (self._alive_r, self._alive_w)
+            self._alive_r = self._alive_w = -1
+        for fd in (write, *alive):
+            if fd >= 0:
+                os.close(fd)
         if proc is not None:
             try:
                 proc.wait(CLOSE_SECONDS)

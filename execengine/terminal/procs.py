@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from execengine.proctree import TERM_TOKEN_VAR, EndedBy, Mark, ProcessSet
-from execengine.terminal.guard import CommandGuard
+from execengine.terminal.guard import CommandGuard, liveness_check
 
 #: how long stopping waits for the shell to be reaped after the kill
 REAP_SECONDS = 5.0
@@ -66,8 +66,11 @@ class Spawned:
                 setattr(self, name, -1)
 
 
-def shell_script(command: str, pwd_fd: int) -> str:
-    return f"trap 'printf \"%s\" \"$PWD\" >&{pwd_fd}' EXIT\n{command}\n"
+def shell_script(command: str, pwd_fd: int, liveness_fd: int | None = None) -> str:
+    """The shell's program: with ``liveness_fd``, first the guard's check that the host is
+    still there (:func:`execengine.terminal.guard.liveness_check`)."""
+    check = liveness_check(liveness_fd) if liveness_fd is not None else ""
+    return f"{check}trap 'printf \"%s\" \"$PWD\" >&{pwd_fd}' EXIT\n{command}\n"
 
 
 def spawn(
@@ -80,6 +83,7 @@ def spawn(
     child_env = {**env, TERM_TOKEN_VAR: token}
     if guard is not None:
         guard.register(token)
+    alive = guard.liveness_fd if guard is not None else None
     pwd_r, pwd_w0 = os.pipe()
     pwd_w = fcntl.fcntl(pwd_w0, fcntl.F_DUPFD_CLOEXEC, PWD_FD_MIN)
     os.close(pwd_w0)
@@ -102,7 +106,7 @@ def spawn(
         before = Mark.now()
         try:
             popen = subprocess.Popen(
-                [bash, "--noprofile", "--norc", "-c", shell_script(command, pwd_w)],
+                [bash, "--noprofile", "--norc", "-c", shell_script(command, pwd_w, alive)],
                 cwd=cwd,
                 env=child_env,
                 stdin=stdin,
@@ -110,7 +114,7 @@ def spawn(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
-                pass_fds=(pwd_w,),
+                pass_fds=(pwd_w,) if alive is None else (pwd_w, alive),
             )
         except BaseException:
             os.close(out_fd)

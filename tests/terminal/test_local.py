@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -185,6 +186,17 @@ time.sleep(600)
 """
 
 
+def _sleeping(marker: str) -> set[str]:
+    """Which of the ``sleep N<marker>`` commands are running."""
+    found = set()
+    for pid in procs_with(marker):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+            if argv[0].endswith(b"sleep") and argv[1].endswith(marker.encode()):
+                found.add(argv[1][:-len(marker)].decode())
+    return found
+
+
 def test_commands_do_not_outlive_a_killed_host(tmp_path) -> None:
     """The host is SIGKILLed while a background command and a foreground one (which left a
     ``setsid`` child) run: its guard stops all of them."""
@@ -198,9 +210,9 @@ def test_commands_do_not_outlive_a_killed_host(tmp_path) -> None:
     try:
         guard = int(host.stdout.readline())
         deadline = time.monotonic() + 10
-        while len(procs_with(marker)) < 3 and time.monotonic() < deadline:
+        while _sleeping(marker) != {"1", "2", "3"} and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert len([p for p in procs_with(marker) if p != host.pid]) >= 3
+        assert _sleeping(marker) == {"1", "2", "3"}  # all three commands run
         host.send_signal(signal.SIGKILL)
         host.wait(5)
         deadline = time.monotonic() + 10
