@@ -11,8 +11,10 @@ which also finds descendants that left the session and were reparented elsewhere
 Stopping is bounded and escalates:
 
 * :meth:`ProcessSet.kill` freezes the whole set with SIGSTOP, rescanning until no new
-  member appears (so a fork bomb cannot outrun it), SIGKILLs every frozen process, and
-  waits until each is confirmed dead; it reports whether that confirmation came.
+  member appears (so a fork bomb cannot outrun it) and no process started since the root
+  is inside ``exec`` (its environment reads empty until the new program's is in place),
+  SIGKILLs every frozen process, and waits until each is confirmed dead; it reports
+  whether that confirmation came.
 * :meth:`ProcessSet.terminate` sends SIGTERM to every member, waits up to a grace period
   for the set to empty, then kills what is left, and reports which step ended it.
 
@@ -56,6 +58,10 @@ CHASE_MAX = 8192
 GRACE_TICK = 0.01
 #: the lowest pid the kernel hands out again once allocation wraps at pid_max
 RESERVED_PIDS = 300
+#: a kernel thread's flag in ``/proc/<pid>/stat``
+PF_KTHREAD = 0x00200000
+#: how long a kill's sweep pauses before it looks again for a process inside exec
+HIDDEN_PAUSE = 0.001
 
 #: which step of the shutdown ladder ended a run: it exited by itself, it ended within the
 #: grace after SIGTERM, or it needed the kill
@@ -72,6 +78,15 @@ class Proc:
     state: str
     #: start time in clock ticks since boot: with the pid, the process's identity
     start: int
+    #: the kernel's flags (``PF_*``)
+    flags: int = 0
+
+    def inside_exec(self) -> bool:
+        """Whether this process, whose environment read empty, may be inside ``exec``
+        (between the new program's memory and its arguments and environment): neither
+        exited nor a kernel thread, with no command line either."""
+        return (self.state not in ("Z", "X") and not self.flags & PF_KTHREAD
+                and _read(f"/proc/{self.pid}/cmdline", 1) == b"")
 
 
 def _read(path: str, size: int) -> bytes | None:
@@ -95,7 +110,7 @@ def _stat(pid: int) -> Proc | None:
     fields = data[data.rindex(b")") + 2:].split()
     try:
         return Proc(pid, int(fields[1]), int(fields[2]), fields[0].decode(),
-                    int(fields[19]))
+                    int(fields[19]), int(fields[6]))
     except (IndexError, ValueError):  # pragma: no cover - a kernel we do not know
         return None
 
@@ -220,12 +235,19 @@ def scan() -> Iterator[Proc]:
             yield proc
 
 
-def _carries(pid: int, needle: bytes) -> bool:
+def _environ(pid: int) -> bytes | None:
+    """The initial environment of ``pid`` (empty while it is inside ``exec``, for a
+    kernel thread, and once it has exited), None when it cannot be read."""
     try:
         with open(f"/proc/{pid}/environ", "rb", buffering=0) as fh:
-            return needle in b"\0" + fh.read()
+            return fh.read()
     except OSError:
-        return False
+        return None
+
+
+def _carries(pid: int, needle: bytes) -> bool:
+    env = _environ(pid)
+    return env is not None and needle in b"\0" + env
 
 
 def carriers(var: str, token: str) -> list[int]:
@@ -295,6 +317,9 @@ class ProcessSet:
             self._since = me.start if me is not None else 0
             self._forks = _forks()
         self._needle = f"\0{var}={token}\0".encode() if var and token else None
+        #: how many processes the last scan found inside ``exec``, started since the root:
+        #: their token cannot be read yet (:meth:`kill` looks again)
+        self.hidden = 0
 
     @classmethod
     def of_popen(cls, popen: subprocess.Popen[bytes], var: str | None = None,
@@ -314,6 +339,7 @@ class ProcessSet:
         full = not self._root_reaped() or _group_exists(self.root)
         every: list[Proc] = []
         found: dict[int, Proc] = {}
+        hidden = 0
         for pid in pids((self.root, self._forks)):
             p: Proc | None = None
             if full:
@@ -323,14 +349,22 @@ class ProcessSet:
                 every.append(p)
                 if p.state == "Z":
                     continue
-            if self._needle is not None and _carries(pid, self._needle):
-                if p is None:
-                    p = _stat(pid)
-                    if p is None or p.state == "Z" or p.start < self._since:
-                        continue
-                found[pid] = p
-                if visit is not None:
-                    visit(p)
+            if self._needle is None:
+                continue
+            env = _environ(pid)
+            if env is None or (env and self._needle not in b"\0" + env):
+                continue
+            if p is None:
+                p = _stat(pid)
+                if p is None or p.state == "Z" or p.start < self._since:
+                    continue
+            if not env:  # inside exec, or a kernel thread, or exiting
+                hidden += p.inside_exec()
+                continue
+            found[pid] = p
+            if visit is not None:
+                visit(p)
+        self.hidden = hidden
         if not full:
             return list(found.values())
         procs = [p for p in every if p.state != "Z"]
@@ -395,12 +429,15 @@ class ProcessSet:
         while True:
             before = len(frozen)
             self.scan(freeze)
-            if len(frozen) == before:
+            if len(frozen) == before and not self.hidden:
                 break
             if time.monotonic() > deadline:
                 log.warning("process set of %d still growing at the kill deadline "
-                            "(%d frozen)", self.root, len(frozen))
+                            "(%d frozen, %d inside exec)", self.root, len(frozen),
+                            self.hidden)
                 break
+            if len(frozen) == before:
+                time.sleep(HIDDEN_PAUSE)  # a process inside exec: its token shows soon
         self._killpg(signal.SIGKILL)
         for p in frozen.values():
             send(p, signal.SIGKILL)

@@ -288,3 +288,45 @@ def test_a_mark_taken_before_the_fork_dates_the_root_without_reading_its_stat(mo
             if p is not None:
                 p.kill()
                 p.wait()
+
+
+@pytest.mark.parametrize("sweep", [proctree.SWEEP_SECONDS, 0.0],
+                         ids=["looks-again", "negative-control"])
+def test_a_kill_looks_again_for_a_carrier_inside_exec(monkeypatch, sweep):
+    """While a process is inside exec its environment and command line read empty, so its
+    token cannot be seen: the kill's sweep looks again until it can. The process here
+    reads so for the sweep's first two looks. The negative control, a sweep given no time
+    to look again, leaves it running."""
+    token = secrets.token_hex(8)
+    mark = proctree.Mark.now()
+    root = subprocess.Popen(["true"])
+    root.wait()
+    victim = subprocess.Popen(["sleep", "60"], env={**BASE_ENV, RUN_TOKEN_VAR: token},
+                              start_new_session=True)  # out of the root's group
+    try:
+        members = ProcessSet.of_popen(root, RUN_TOKEN_VAR, token, mark)
+        real_environ, real_read = proctree._environ, proctree._read
+        hiding = {"looks": 2, "now": False}
+
+        def environ(pid: int) -> bytes | None:
+            hiding["now"] = pid == victim.pid and hiding["looks"] > 0
+            if hiding["now"]:
+                hiding["looks"] -= 1
+                return b""
+            return real_environ(pid)
+
+        def read(path: str, size: int) -> bytes | None:
+            if path == f"/proc/{victim.pid}/cmdline" and hiding["now"]:
+                return b""
+            return real_read(path, size)
+
+        monkeypatch.setattr(proctree, "_environ", environ)
+        monkeypatch.setattr(proctree, "_read", read)
+        assert members.kill(sweep=sweep) is True
+        if sweep:
+            assert hiding["looks"] == 0 and victim.wait(10) == -signal.SIGKILL
+        else:
+            assert members.hidden == 1 and victim.poll() is None  # escaped
+    finally:
+        victim.kill()
+        victim.wait()
