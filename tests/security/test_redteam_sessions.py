@@ -73,19 +73,20 @@ def test_output_after_the_end_marker_is_bounded_on_the_host(level):
     assert peak < 24 << 20, f"the host held {peak >> 20} MiB of a cell's stray output"
 
 
+#: the thread waits for the host's word that the cell is over: the test makes ``go`` in
+#: the session's working directory once the result is back (the kernel's and the host's
+#: sweeps of the cell are done then)
 LEFTOVER_PROCESS = """
-import subprocess, sys, threading, time
-kernel = next(m for m in list(sys.modules.values())
-              if hasattr(m, "_mark_leftover_threads") and hasattr(m, "_state"))
+import os, subprocess, threading, time
+go = os.path.join(os.getcwd(), "go")
 def later():
-    me = threading.get_ident()
     deadline = time.monotonic() + 20
-    while me not in kernel._state.stale and time.monotonic() < deadline:
-        time.sleep(0.005)  # wait for the cell's end (its processes are killed then)
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.005)
     subprocess.Popen(["sleep", "{marker}"], start_new_session=True,
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 threading.Thread(target=later, daemon=True).start()
-print("cell over")
+print(go)
 """
 
 
@@ -105,11 +106,15 @@ def _sleepers(marker: str) -> list[psutil.Process]:
 @pytest.mark.parametrize("level", LEVEL)
 def test_a_process_started_after_its_cell_dies_with_the_session(level, how):
     marker = str(4000 + secrets.randbelow(10 ** 6))  # a number sleep accepts
-    idle = 2.0 if how == "idle_reaper" else 1800.0
+    idle = 4.0 if how == "idle_reaper" else 1800.0
     engine = _engine(level, session_idle_timeout=idle)
     try:
         r = engine.execute(LEFTOVER_PROCESS.format(marker=marker), session="s")
         assert r.status == "success", (r.error, r.stderr)
+        go = r.output.strip()
+        assert os.path.isdir(os.path.dirname(go)), r.output  # the host's view of it
+        with open(go, "w"):
+            pass
         # negative control: the process outlived the cell that made it
         assert wait_until(lambda: _sleepers(marker), 20.0), "the probe started nothing"
         if how == "close_session":
