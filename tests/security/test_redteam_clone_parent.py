@@ -50,14 +50,19 @@ ctypes.CDLL(None).syscall(60, 0)  # exit(2): the leader thread only
 """,
 }
 
-#: the script. The clone is raw, so none of the interpreter's after-fork repairs run: the
-#: runtime's own threads (the watchdog, the tool connection's hello) run beside the
-#: script, and a lock one of them held at that moment (the GIL, ``threading``'s own) is
-#: held for ever in the child. So the clone is made holding the GIL (``PyDLL``) and the
-#: child at once starts a fresh interpreter. The wait for the child is bounded, so a
-#: child that never got going fails the test with a message, not a timeout.
+#: the script. The clone is raw, so none of the interpreter's after-fork repairs run: a
+#: lock another thread held at that moment (the GIL, ``threading``'s own) stays held for
+#: ever in the child, and should another thread have been waiting for the GIL, the
+#: child's first switch waits for ever for that thread to take it. So the script first
+#: lets the runtime's hello thread finish (the watchdog, the only other, waits in a read
+#: and wants nothing), clones holding the GIL (``PyDLL``), and the child at once starts a
+#: fresh interpreter. The wait for the child is bounded, so a child that never got going
+#: fails the test with a message, not a timeout.
 SCRIPT = """
-import ctypes, os, signal, sys, time
+import ctypes, os, signal, sys, threading, time
+for thread in threading.enumerate():
+    if thread is not threading.current_thread():
+        thread.join(10)
 libc = ctypes.PyDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 pid = libc.syscall(56, 0x8000 | int(signal.SIGCHLD), 0, 0, 0, 0)  # clone(CLONE_PARENT)
@@ -98,16 +103,23 @@ def test_a_clone_parent_child_is_gone_when_the_result_comes(level, kind, tmp_pat
     work.mkdir(mode=0o777)
     work.chmod(0o777)
     mark = "eeclone" + os.urandom(3).hex()
+    probed = 0
     with level_engine(level, **{"code_execution.timeout": 60,
                                 "code_execution.memory_mb": 4 * HEAP_MB}) as engine:
-        for _ in range(3):
+        for _ in range(6):
             (work / "touched").unlink(missing_ok=True)
             child = f"MARK, HEAP_MB = {mark.encode()!r}, {HEAP_MB}\n" + CHILD[kind]
             code = SCRIPT.format(child=child)
             r = engine.execute(code, cwd=str(work))
             left = _exiting(mark)
-            assert r.status == "success" and r.output == "made True True\n", r
+            assert r.status == "success" and r.output.startswith("made True "), r
             assert left == [], left
+            # under heavy load, about 1 in 50 children did not get going within the
+            # script's 20 s (cause not found); such an attempt proves nothing either way
+            probed += r.output == "made True True\n"
+            if probed == 3:
+                break
+    assert probed == 3, f"only {probed} of 6 attempts got the child going"
 
 
 def test_negative_control_the_probe_sees_a_killed_process_still_exiting(tmp_path):
