@@ -7,6 +7,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
 
     ExecEngineError
     ├── ConfigError                 bad configuration: file, key path and what was expected
+    ├── InvalidArgumentError        an API call's argument is wrong (code that is not text,
+    │                               a cwd that is not a folder)
     ├── ToolError                   a tool definition or lookup is wrong
     │   ├── SchemaError             a tool schema is not a valid OpenAI function schema
     │   ├── ToolConflictError       a tool name is already held by another toolset
@@ -93,6 +95,10 @@ class ConfigError(ExecEngineError):
                 where += f":{column}"
         prefix = f"{where}: " + (f"{key}: " if key else "")
         super().__init__(prefix + message)
+
+
+class InvalidArgumentError(ExecEngineError, ValueError):
+    """An argument of an API call is wrong: what was given and what is expected."""
 
 
 class ToolError(ExecEngineError):
