@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from typing import Any
 
 from execengine.cli._common import config_from, print_json, registry_from
 from execengine.engine import Engine, ExecutionResult
+from execengine.engine.result import STDERR_HEADER
 from execengine.errors import ConfigError
 
 #: process exit status per execution status (an error keeps the script's own code)
@@ -53,6 +55,16 @@ def _read_code(args: argparse.Namespace) -> str:
         raise ConfigError(f"cannot read script: {exc}", path=args.script) from exc
 
 
+def script_name(args: argparse.Namespace) -> str:
+    """What tracebacks call the code, as ``python`` would: the script's absolute path,
+    ``<string>`` for ``-c``, ``<stdin>`` for ``-``."""
+    if args.code is not None:
+        return "<string>"
+    if args.script == "-":
+        return "<stdin>"
+    return os.path.abspath(str(args.script))
+
+
 def exit_status(result: ExecutionResult) -> int:
     if result.status == "error" and result.exit_code and 0 < result.exit_code < 124:
         return result.exit_code
@@ -77,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     with registry, Engine(config=config, registry=registry) as engine:
         if toolsets is not None:
             registry.resolve_toolsets(toolsets)  # unknown names: a clear error, early
-        result = _run_interruptibly(engine, code, toolsets, args.cwd)
+        result = _run_interruptibly(engine, code, toolsets, args.cwd, script_name(args))
     if args.json:
         print_json(result.to_model_dict())
         return exit_status(result)
@@ -86,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
-                       cwd: str | None) -> ExecutionResult:
+                       cwd: str | None, filename: str) -> ExecutionResult:
     """Run in a worker thread so Ctrl-C interrupts the script (same escalation as a
     timeout) instead of tearing through the teardown.
 
@@ -100,7 +112,7 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
     def work() -> None:
         try:
             box["result"] = engine.execute(code, enabled_toolsets=toolsets, interrupt=stop,
-                                           cwd=cwd)
+                                           cwd=cwd, filename=filename)
         except BaseException as exc:
             box["error"] = exc
         finally:
@@ -121,13 +133,20 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
 
 
 def _print_human(result: ExecutionResult) -> None:
+    """The script's stdout on stdout, its stderr (a traceback) once on stderr, then why it
+    failed when the stderr does not say it, and the summary. (``output`` carries the
+    stderr too, and ``error`` repeats it, for a model that reads only one of them.)"""
     out = result.output
+    appended = STDERR_HEADER + result.stderr.strip("\n")
+    if result.stderr.strip() and out.endswith(appended):
+        out = out[:-len(appended)]
     sys.stdout.write(out if out.endswith("\n") or not out else out + "\n")
     sys.stdout.flush()
     err = sys.stderr
-    if result.stderr and result.status == "success":
+    if result.stderr:
         err.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
-    if result.error and result.status == "error":
+    if (result.error and result.status == "error"
+            and result.error.strip() != result.stderr.strip()):
         err.write(result.error.rstrip("\n") + "\n")
     calls = result.tool_calls_made
     summary = (f"[{result.status}] {calls} tool call{'s' if calls != 1 else ''}, "

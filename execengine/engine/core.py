@@ -54,6 +54,8 @@ from execengine.engine.staging import (
     BOOTSTRAP_ENTRY,
     PROJECT_DIR_VAR,
     RUNTIME_PREFIX,
+    SCRIPT_NAME,
+    SCRIPT_NAME_VAR,
     STAGING_PREFIX,
     Runtime,
     Staging,
@@ -207,6 +209,7 @@ class Engine:
         context: CallContext | None = None,
         session: str | None = None,
         reset: bool = False,
+        filename: str | None = None,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
         script does; :class:`SandboxError` when the engine itself cannot run it).
@@ -215,7 +218,9 @@ class Engine:
         session id...), its ``task_id`` and ``cwd`` set from the arguments here and its
         origin ``execute_code``. With ``session``, ``code`` runs as a cell of that
         session's persistent kernel (``reset=True`` starts it fresh); see
-        :mod:`execengine.engine.sessions`.
+        :mod:`execengine.engine.sessions`. ``filename`` is what tracebacks call the code
+        (the CLI's script path; default ``<execute_code>``; a session's cells are
+        ``<cell N>``).
         """
         if session is not None:
             return self.sessions.run(
@@ -288,6 +293,7 @@ class Engine:
                         "EXECENGINE_EXEC_ID": exec_id,
                         "EXECENGINE_WATCHDOG_FD": str(watch_r),
                         "EXECENGINE_RUN_TOKEN": run_token,
+                        SCRIPT_NAME_VAR: filename or SCRIPT_NAME,
                         # the reference system's names, for scripts and helpers reading them
                         "HERMES_RPC_SOCKET": channel.socket_path,
                         "HERMES_RPC_TOKEN": token,
