@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from typing import Any
 
 from execengine.config import Config, load_config
+from execengine.errors import ExecEngineError
 from execengine.mcp.manager import attach
 from execengine.registry import ToolRegistry
 
@@ -27,6 +29,18 @@ def registry_from(args: argparse.Namespace, config: Config | None = None) -> Too
             registry.close()
             raise
     return registry
+
+
+def require_extra(extra: str, modules: tuple[str, ...], *, what: str,
+                  error: type[ExecEngineError]) -> None:
+    """Raise ``error`` saying which extra to install when one of ``modules`` (what ``what``
+    needs) cannot be imported; before anything starts, never a bare traceback."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise error(f"{what} needs the {extra} extra ({exc.name or name} is not "
+                        f"installed): pip install 'execengine[{extra}]'") from exc
 
 
 def print_json(value: Any) -> None:

@@ -12,7 +12,7 @@ from execengine.bench.cost import load_prices
 from execengine.bench.live.run import run_live_cli
 from execengine.bench.runner import MINIMAL, Prefix, run_suite
 from execengine.bench.speed import SUITES, run_all
-from execengine.cli._common import config_from, table
+from execengine.cli._common import config_from, require_extra, table
 from execengine.errors import BenchError, did_you_mean
 
 
@@ -113,6 +113,8 @@ def run_tokens(args: argparse.Namespace) -> int:
         return 0
     prices = load_prices(args.prices)
     prices.sheet(args.price)  # a bad name fails before anything runs
+    if args.chart:  # before the runs, not after them
+        require_extra("bench", ("matplotlib",), what="bench tokens --chart", error=BenchError)
     if args.model:
 
         return run_live_cli(args, workflows, prices)
