@@ -35,7 +35,9 @@ def add_parser(sub: Any) -> None:
                    help="wall-clock limit (default: code_execution.timeout)")
     p.add_argument("--toolsets", metavar="A,B", action="append",
                    help="toolsets whose tools the script may call (default: the config's)")
-    p.add_argument("--cwd", metavar="DIR", help="working directory in project mode")
+    p.add_argument("--cwd", metavar="DIR",
+                   help="working directory (project mode only: a strict-mode script runs "
+                        "in a private folder)")
     p.add_argument("--isolation", choices=("auto", "none", "restricted", "isolated"),
                    help="OS isolation level (default: code_execution.isolation; "
                         "`execengine doctor` shows what this host supports)")
@@ -83,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
         overrides["code_execution.isolation"] = args.isolation
     if overrides:
         config = config.with_overrides(overrides, origin="command line")
+    if args.cwd is not None and config.code_execution.mode == "strict":
+        # strict mode runs the script in a private staging folder: --cwd would be ignored
+        where = ("--mode strict" if args.mode else "strict mode (code_execution.mode, "
+                 f"{config.origins.get('code_execution.mode', 'default')})")
+        args._command_parser.error(
+            f"--cwd cannot be used with {where}: a strict-mode script runs in a private "
+            "folder of its own; leave out --cwd, or use --mode project")
     toolsets = ([t.strip() for group in args.toolsets for t in group.split(",") if t.strip()]
                 if args.toolsets else None)
     registry = registry_from(args, config)
