@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import platform
 import sys
 from collections.abc import Sequence
 from importlib import import_module
+from typing import Any
 
-from execengine import __version__
+from execengine.cli.version_cmd import version_text
 from execengine.errors import ExecEngineError
 
 #: sub-command modules, in the order ``--help`` lists them
@@ -29,41 +29,30 @@ COMMANDS = (
     "execengine.cli.bench_cmd",
     "execengine.cli.version_cmd",
 )
-#: where the namespace keeps the parser of the command that was given
-PARSER_DEST = "_command_parser"
 
 
-def version_text() -> str:
-    """``execengine X.Y.Z (Python A.B.C, PATH)``: what ``--version`` prints."""
-    package = sys.modules["execengine"].__file__ or "?"
-    return f"execengine {__version__} (Python {platform.python_version()}, {package})"
+class CommandParser(argparse.ArgumentParser):
+    """The parser of a command (and of its sub-commands, which argparse makes of the same
+    class): it takes the global options too, defaulting to leave the namespace alone
+    (``SUPPRESS``) so that a value given before the command stands, and puts itself in
+    the namespace as ``command_parser`` (a nested command's replaces its parent's) to
+    report what the command did not recognise with its own usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        add_global_options(self.add_argument_group("global options"),
+                           default=argparse.SUPPRESS)
+        self.set_defaults(command_parser=self)
 
 
-def _add_global_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
-    """The options every command takes. Below the top, their default is to leave the
-    namespace alone (``SUPPRESS``), so a value given before the command stands."""
-    default = None if top else argparse.SUPPRESS
-    group = parser if top else parser.add_argument_group("global options")
+def add_global_options(group: Any, *, default: Any = None) -> None:
+    """``--config`` and ``--verbose`` on ``group`` (a parser or an argument group)."""
     group.add_argument("--config", metavar="PATH", default=default,
                        help="config.yaml to use (default: $EXECENGINE_CONFIG, then "
                             "~/.execengine/config.yaml, then built-in defaults)")
     group.add_argument("-v", "--verbose", action="store_true",
-                       default=False if top else argparse.SUPPRESS, help="log debug messages")
-
-
-def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    return [choice for action in parser._actions
-            if isinstance(action, argparse._SubParsersAction)
-            for choice in dict.fromkeys(action.choices.values())]
-
-
-def _finish(parser: argparse.ArgumentParser) -> None:
-    """Give every command below ``parser`` the global options and its own parser in the
-    namespace (a nested command's default replaces its parent's)."""
-    for sub in _subparsers(parser):
-        _add_global_options(sub, top=False)
-        sub.set_defaults(**{PARSER_DEST: sub})
-        _finish(sub)
+                       default=False if default is None else default,
+                       help="log debug messages")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,11 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="A sandboxed code-execution engine for programmatic tool calling.",
     )
     parser.add_argument("--version", action="version", version=version_text())
-    _add_global_options(parser, top=True)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for modname in COMMANDS:
         import_module(modname).add_parser(sub)
-    _finish(parser)
     return parser
 
 
@@ -84,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported by the command they were given to, with its usage
-        getattr(args, PARSER_DEST, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

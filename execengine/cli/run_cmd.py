@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         # strict mode runs the script in a private staging folder: --cwd would be ignored
         where = ("--mode strict" if args.mode else "strict mode (code_execution.mode, "
                  f"{config.origins.get('code_execution.mode', 'default')})")
-        args._command_parser.error(
+        args.command_parser.error(
             f"--cwd cannot be used with {where}: a strict-mode script runs in a private "
             "folder of its own; leave out --cwd, or use --mode project")
     toolsets = ([t.strip() for group in args.toolsets for t in group.split(",") if t.strip()]

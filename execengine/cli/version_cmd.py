@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import platform
+import sys
 from typing import Any
+
+from execengine import __version__
+
+
+def version_text() -> str:
+    """``execengine X.Y.Z (Python A.B.C, PATH)``: the version, the Python running it and
+    where the package is."""
+    package = sys.modules["execengine"].__file__ or "?"
+    return f"execengine {__version__} (Python {platform.python_version()}, {package})"
 
 
 def add_parser(sub: Any) -> None:
@@ -14,7 +25,5 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from execengine.cli import version_text
-
     print(version_text())
     return 0
