@@ -8,6 +8,7 @@ import sys
 import threading
 from typing import Any
 
+from execengine._text import plural
 from execengine.cli._common import config_from, print_json, registry_from
 from execengine.engine import Engine, ExecutionResult
 from execengine.engine.result import STDERR_HEADER
@@ -157,8 +158,7 @@ def _print_human(result: ExecutionResult) -> None:
     if (result.error and result.status == "error"
             and result.error.strip() != result.stderr.strip()):
         err.write(result.error.rstrip("\n") + "\n")
-    calls = result.tool_calls_made
-    summary = (f"[{result.status}] {calls} tool call{'s' if calls != 1 else ''}, "
+    summary = (f"[{result.status}] {plural(result.tool_calls_made, 'tool call')}, "
                f"{result.duration_seconds:.2f}s")
     if result.exit_code is not None:
         summary += f", exit code {result.exit_code}"

@@ -32,7 +32,8 @@ def test_config_is_taken_before_or_after_the_command(tmp_path, where):
     args = [*option, "config", "show"] if where == "before" else ["config", "show", *option]
     done = cli(tmp_path, *args)
     assert done.returncode == 0, done.stderr
-    assert f"{cfg}:2" in done.stdout
+    assert done.stdout.startswith(f"# config file: {cfg}\n")
+    assert re.search(r"\ncode_execution\.timeout +7\.0 +line 2\n", done.stdout)
     done = cli(tmp_path, "config", "check", *option)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"{cfg}: ok")
