@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execengine._text import plural
 from execengine.bench.cost import Prices, bill, load_prices
 from execengine.bench.tokens import INSTALL_HINT
 from execengine.cli._common import table as render
@@ -220,7 +221,8 @@ def table(summary: Mapping[str, Any]) -> str:
         return "\n".join([*out, "", "no workflows"])
     pr = summary.get("prices", {})
     out += ["",
-            f"{a['workflows']} workflows, {a['tool_calls']} tool calls; {a['agreeing']}/"
+            f"{plural(a['workflows'], 'workflow')}, {plural(a['tool_calls'], 'tool call')}; "
+            f"{a['agreeing']}/"
             f"{a['workflows']} right both ways with the same tool calls ({a['checked']} "
             f"checked against the expected answer). Tokens: {summary['encoding']}.",
             f"Prefix: {prefix}. Baseline: {base} sequential tool calls. Cost: "
@@ -267,8 +269,9 @@ def readme_block(summary: Mapping[str, Any]) -> str:
                 f"({pct(lo)} to {pct(hi)}) | {pct(c['median_savings'])}")
 
     lines = [README_START,
-             f"Current figures ({summary['encoding']}; {a['workflows']} workflows, "
-             f"{a['tool_calls']} tool calls; {a['agreeing']}/{a['workflows']} right both ways "
+             f"Current figures ({summary['encoding']}; {plural(a['workflows'], 'workflow')}, "
+             f"{plural(a['tool_calls'], 'tool call')}; {a['agreeing']}/{a['workflows']} right "
+             "both ways "
              f"against the expected answer, with the same tool calls; {prefix} prefix; cost at "
              f"{pr.get('sheet', '?')} prices of {pr.get('as_of', '?')}, {pr.get('cache', '?')} "
              "prompt cache):", "",

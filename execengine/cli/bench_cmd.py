@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from execengine._text import plural, shorten
 from execengine.bench import report, suite, userflows
 from execengine.bench.cost import load_prices
 from execengine.bench.live.run import run_live_cli
 from execengine.bench.runner import MINIMAL, Prefix, run_suite
 from execengine.bench.speed import SUITES, run_all
-from execengine.cli._common import config_from, table
+from execengine.cli._common import config_from, require_extra, table
 from execengine.errors import BenchError, did_you_mean
 
 
@@ -91,6 +93,17 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
+#: columns ``bench tokens --list`` fits in
+LIST_WIDTH = 100
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _readable(task: str) -> str:
+    """A task as listed, before its fixtures exist: ``{first_config}`` (filled in with a
+    generated file's name when the workflow runs) reads ``<first config>``."""
+    return _PLACEHOLDER.sub(lambda m: "<" + m.group(1).replace("_", " ") + ">", task)
+
+
 def _workflows(args: argparse.Namespace) -> list[Any]:
 
     if args.workflow:
@@ -108,11 +121,15 @@ def run_tokens(args: argparse.Namespace) -> int:
 
     workflows = _workflows(args)
     if args.list:
-        print(table([[w.name, w.family, w.task[:70]] for w in workflows],
+        names = max((len(w.name) for w in workflows), default=8)
+        room = LIST_WIDTH - max(names, len("WORKFLOW")) - len("research") - 4
+        print(table([[w.name, w.family, shorten(_readable(w.task), room)] for w in workflows],
                     ["WORKFLOW", "FAMILY", "TASK"]))
         return 0
     prices = load_prices(args.prices)
     prices.sheet(args.price)  # a bad name fails before anything runs
+    if args.chart:  # before the runs, not after them
+        require_extra("bench", ("matplotlib",), what="bench tokens --chart", error=BenchError)
     if args.model:
 
         return run_live_cli(args, workflows, prices)
@@ -120,7 +137,7 @@ def run_tokens(args: argparse.Namespace) -> int:
 
     def progress(r: Any) -> None:
         if not args.json:
-            print(f"  {r.name:32} {r.sequential.tool_calls:4} calls  context saved "
+            print(f"  {r.name:32} {plural(r.sequential.tool_calls, 'call'):>10}  context saved "
                   f"{report.pct(r.savings(args.prefix, args.baseline)):>6}  "
                   f"{'right' if r.agree else 'WRONG'}", file=sys.stderr, flush=True)
 

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from execengine.cli._common import config_from, registry_from
+from execengine.cli._common import config_from, registry_from, require_extra
 from execengine.engine import Engine
 from execengine.errors import McpError
 from execengine.mcp.server import parse_address, serve_http, serve_stdio
@@ -30,7 +30,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import anyio  # the [mcp] extra
+    require_extra("mcp", ("mcp", "anyio"), what="execengine mcp", error=McpError)
+    import anyio
 
     config = config_from(args)
     token = None

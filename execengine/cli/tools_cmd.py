@@ -7,6 +7,9 @@ from typing import Any
 
 from execengine.cli._common import print_json, registry_from, table
 
+#: columns ``tools`` fits in (the AVAILABLE column wraps)
+WIDTH = 100
+
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("tools", help="list tools and whether they are available",
@@ -68,7 +71,7 @@ def _list_tools(args: argparse.Namespace, reg: Any) -> int:
             status += " (host-handled)"
         env = ",".join(it["requires_env"]) or "-"
         rows.append([it["name"], it["toolset"], status, env])
-    print(table(rows, ["TOOL", "TOOLSET", "AVAILABLE", "REQUIRES_ENV"]))
+    print(table(rows, ["TOOL", "TOOLSET", "AVAILABLE", "REQUIRES_ENV"], width=WIDTH, wrap=2))
     servers = mcp_status(reg)
     if servers:
         print()

@@ -177,7 +177,7 @@ class Engine:
         context: CallContext | None = None,
         session: str | None = None,
         reset: bool = False,
-        source_name: str | None = None,
+        filename: str | None = None,
     ) -> ExecutionResult:
         """Run ``code`` and return its :class:`ExecutionResult` (never raises for what the
         script does; :class:`SandboxError` when the engine itself cannot run it, and
@@ -188,15 +188,16 @@ class Engine:
         session id...), its ``task_id`` and ``cwd`` set from the arguments here and its
         origin ``execute_code``. With ``session``, ``code`` runs as a cell of that
         session's persistent kernel (``reset=True`` starts it fresh); see
-        :mod:`execengine.engine.sessions`. ``source_name`` is the name tracebacks give
-        the code (default ``<execute_code>``).
+        :mod:`execengine.engine.sessions`. ``filename`` is what tracebacks call the code
+        (the CLI's script path; default ``<execute_code>``; a session's cells are
+        ``<cell N>``).
         """
         if isinstance(code, str) and not code.strip() and not (session and reset):
             return no_code_result()
         plan = make_plan(self, code, task_id=task_id, cwd=cwd,
                          enabled_toolsets=enabled_toolsets, tools=tools, interrupt=interrupt,
                          timeout=timeout, mode=mode, context=context, session=session,
-                         reset=reset, source_name=source_name)
+                         reset=reset, filename=filename)
         return self.run(plan)
 
     def run(self, plan: ExecutionPlan) -> ExecutionResult:

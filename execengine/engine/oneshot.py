@@ -20,7 +20,7 @@ from execengine.engine.allowed import script_call_handler
 from execengine.engine.plan import ExecutionPlan
 from execengine.engine.prepare import launch_child, script_context
 from execengine.engine.result import EndReason, ExecutionResult, RunOutcome, build_result
-from execengine.engine.staging import BOOTSTRAP_ENTRY, Staging
+from execengine.engine.staging import BOOTSTRAP_ENTRY, SCRIPT_NAME_VAR, Staging
 from execengine.launch.capture import OutputCapture
 from execengine.launch.supervise import Outcome, supervise
 
@@ -53,7 +53,8 @@ def run_once(engine: Engine, plan: ExecutionPlan) -> ExecutionResult:
                 handler=lambda policy, workdir: script_call_handler(
                     engine.registry, script_context(engine, plan, policy, workdir, ended)),
                 max_tool_calls=ce.max_tool_calls, pass_fds=(watch_r,),
-                extra_env={"EXECENGINE_WATCHDOG_FD": str(watch_r)}, prestart=True)
+                extra_env={"EXECENGINE_WATCHDOG_FD": str(watch_r),
+                           SCRIPT_NAME_VAR: plan.filename}, prestart=True)
         finally:
             os.close(watch_r)
         outcome = supervise(launched.child, stdout=stdout, stderr=stderr,

@@ -22,16 +22,13 @@ from execengine.config import MODES, Mode, checked_timeout
 from execengine.context import CallContext
 from execengine.engine.allowed import allowed_tools, function_schemas, tool_groups
 from execengine.engine.interpreter import choose
+from execengine.engine.staging import SCRIPT_NAME
 from execengine.engine.stub import render_stub
 from execengine.errors import ConfigError, InvalidArgumentError, UnknownToolError, did_you_mean
 
 if TYPE_CHECKING:
     from execengine.engine.core import Engine
     from execengine.registry import ToolRegistry
-
-#: the name a script's code carries in tracebacks when the caller gives none
-DEFAULT_SOURCE = "<execute_code>"
-
 
 @dataclass(frozen=True)
 class ExecutionPlan:
@@ -58,8 +55,9 @@ class ExecutionPlan:
     session: str | None = None
     #: start the session's kernel afresh first
     reset: bool = False
-    #: the name tracebacks give the code (a CLI's file name, or :data:`DEFAULT_SOURCE`)
-    source_name: str = DEFAULT_SOURCE
+    #: what tracebacks call a one-shot script's code (the CLI's file name, or
+    #: ``<execute_code>``); a session's cells are ``<cell N>``
+    filename: str = SCRIPT_NAME
 
     @property
     def has_code(self) -> bool:
@@ -80,7 +78,7 @@ def make_plan(
     context: CallContext | None = None,
     session: str | None = None,
     reset: bool = False,
-    source_name: str | None = None,
+    filename: str | None = None,
 ) -> ExecutionPlan:
     """The plan of :meth:`Engine.execute`'s arguments; raises for arguments that are wrong
     (:class:`InvalidArgumentError`, :class:`ConfigError`, :class:`UnknownToolError`), never
@@ -122,7 +120,7 @@ def make_plan(
         timeout=limit, tools=tuple(names), stub=stub,
         call=call.replace(task_id=task_id, cwd=cwd or None, interrupt=None),
         interrupt=interrupt, workdir=workdir, session=session, reset=reset,
-        source_name=source_name or DEFAULT_SOURCE)
+        filename=filename or SCRIPT_NAME)
 
 
 def _known(registry: ToolRegistry, tools: Iterable[str]) -> list[str]:
