@@ -59,10 +59,10 @@ class Invalid(NamedTuple):
 Message = Hello | Call | Invalid
 
 
-def too_deep(frame: bytes, limit: int = MAX_DEPTH) -> str | None:
-    """Why ``frame`` nests too deeply to be decoded, or None. Strings are skipped, so
-    brackets inside them do not count; everything runs in C but one pass over the
-    brackets, which :data:`MAX_BRACKETS` bounds."""
+def too_deep(frame: bytes, limit: int = MAX_DEPTH, noun: str = "message") -> str | None:
+    """Why ``frame`` (a ``noun``: a message, a task line) nests too deeply to be decoded,
+    or None. Strings are skipped, so brackets inside them do not count; everything runs
+    in C but one pass over the brackets, which :data:`MAX_BRACKETS` bounds."""
     if frame.count(b"[") + frame.count(b"{") <= limit:
         return None  # fast path: not even that many opening brackets anywhere
     # Escapes out first (backslash pairs, then backslash-quote, left to right as JSON reads
@@ -73,12 +73,12 @@ def too_deep(frame: bytes, limit: int = MAX_DEPTH) -> str | None:
     plain = frame.replace(b"\\\\", b"").replace(b'\\"', b"")
     brackets = _PLAIN_STRING.sub(b"", plain).translate(None, _NOT_BRACKETS)
     if len(brackets) > MAX_BRACKETS:
-        return f"message has more than {MAX_BRACKETS} nested values"
+        return f"{noun} has more than {MAX_BRACKETS} nested values"
     steps = array("b")  # signed bytes: +1 for an opening bracket, -1 (0xff) closing
     steps.frombytes(brackets.translate(_STEP))
     depth = max(accumulate(steps), default=0)
     if depth > limit:
-        return f"message nests deeper than {limit} levels"
+        return f"{noun} nests deeper than {limit} levels"
     return None
 
 
