@@ -71,8 +71,12 @@ class ConfigError(ExecEngineError):
     """The configuration is invalid.
 
     ``path`` is the file (or ``None`` for values passed in code), ``key`` the dotted key path
-    (``code_execution.timeout``), ``line``/``column`` are 1-based when known.
+    (``code_execution.timeout``), ``line``/``column`` are 1-based when known. A file with
+    several problems raises one error listing them all (:meth:`several`); ``problems`` holds
+    each (the error itself when it is the only one).
     """
+
+    problems: tuple[ConfigError, ...]
 
     def __init__(
         self,
@@ -95,6 +99,19 @@ class ConfigError(ExecEngineError):
                 where += f":{column}"
         prefix = f"{where}: " + (f"{key}: " if key else "")
         super().__init__(prefix + message)
+        self.problems = (self,)
+
+    @classmethod
+    def several(cls, problems: Iterable[ConfigError], path: str | None = None) -> ConfigError:
+        """One error for every problem of a file, each on its own line with its
+        ``file:line:column: key:``; the problem itself when there is one."""
+        found = tuple(problems)
+        if len(found) == 1:
+            return found[0]
+        lines = "".join(f"\n  {p}" for p in found)
+        error = cls(f"{len(found)} problems:{lines}", path=path)
+        error.problems = found
+        return error
 
 
 class InvalidArgumentError(ExecEngineError, ValueError):
