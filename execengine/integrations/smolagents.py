@@ -67,7 +67,7 @@ class _Step:
         self.answer: Any = None
 
 
-class ExecengineExecutor(PythonExecutor):
+class ExecengineExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is untyped
     """A smolagents ``PythonExecutor`` running code on execengine. ``config`` /
     ``engine``: see :class:`~execengine.integrations.core.ToolBridge`; ``session``: the
     session's name (default: one of its own). ``cleanup()`` (called by ``CodeAgent``'s
