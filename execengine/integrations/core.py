@@ -78,6 +78,9 @@ class ForeignTool:
     parameters: Mapping[str, Any] = dataclasses.field(default_factory=lambda: EMPTY_PARAMETERS)
     call: Callable[[dict[str, Any], Any], Any] | None = None
     acall: Callable[[dict[str, Any], Any], Awaitable[Any]] | None = None
+    #: the toolset to register it in (default: the bridge's); ``mcp-<server>`` groups a
+    #: tool as ``mcp.<server>.<tool>`` in the stub
+    toolset: str | None = None
 
     def __post_init__(self) -> None:
         if self.call is None and self.acall is None:
@@ -158,16 +161,27 @@ class ToolBridge:
         self._pending: dict[str, set[concurrent.futures.Future[Any]]] = {}
         #: script name -> the framework's name
         self.names: dict[str, str] = {}
-        taken = set(self.registry.names())
-        for tool in tools:
-            name = script_name(tool.name, taken)
-            taken.add(name)
-            self.registry.register(
-                name, toolset, {"description": tool.description or "",
-                                "parameters": parameters_schema(tool.parameters)},
-                self._handler(tool), policy=ToolPolicy(script_callable=True),
-                source=f"integration:{toolset}")
-            self.names[name] = tool.name
+        self._toolsets: set[str] = {toolset}
+        self.add(tools)
+
+    def add(self, tools: Iterable[ForeignTool]) -> list[str]:
+        """Register more tools; their script names (a name already taken gets a suffix)."""
+        added = []
+        with self._lock:
+            taken = set(self.registry.names())
+            for tool in tools:
+                name = script_name(tool.name, taken)
+                taken.add(name)
+                toolset = tool.toolset or self.toolset
+                self.registry.register(
+                    name, toolset, {"description": tool.description or "",
+                                    "parameters": parameters_schema(tool.parameters)},
+                    self._handler(tool), policy=ToolPolicy(script_callable=True),
+                    source=f"integration:{self.toolset}")
+                self.names[name] = tool.name
+                self._toolsets.add(toolset)
+                added.append(name)
+        return added
 
     # -- what the model is told ------------------------------------------------------
 
@@ -219,38 +233,48 @@ class ToolBridge:
             return self._engine
 
     def execute(self, code: str, *, reset: bool = False, context: Any = None,
-                interrupt: threading.Event | None = None) -> ExecutionResult:
+                interrupt: threading.Event | None = None, **options: Any) -> ExecutionResult:
         """Run ``code``; the tools it calls get ``context`` (async tools run on execengine's
-        loop)."""
+        loop). ``options``: ``session`` (instead of the bridge's), ``tools`` (script names:
+        only these), ``cwd``."""
         task_id = self._task_id()
         with self._lock:
             self._contexts[task_id] = context
         try:
-            return self.engine.execute(code, **self._run_args(task_id, reset, interrupt))
+            return self.engine.execute(code, **self._run_args(task_id, reset, interrupt,
+                                                              **options))
         finally:
             self._forget(task_id)
 
-    async def aexecute(self, code: str, *, reset: bool = False,
-                       context: Any = None) -> ExecutionResult:
+    async def aexecute(self, code: str, *, reset: bool = False, context: Any = None,
+                       **options: Any) -> ExecutionResult:
         """Run ``code`` from asyncio; the tools it calls get ``context``, and async ones run
-        on this loop. Cancelling the awaiting task stops the script."""
+        on this loop. Cancelling the awaiting task stops the script. ``options``: as for
+        :meth:`execute`."""
         task_id = self._task_id()
         with self._lock:
             self._contexts[task_id] = context
             self._loops[task_id] = asyncio.get_running_loop()
         try:
-            return await self.engine.aexecute(code, **self._run_args(task_id, reset, None))
+            return await self.engine.aexecute(code, **self._run_args(task_id, reset, None,
+                                                                     **options))
         finally:
             self._forget(task_id)
 
-    def _run_args(self, task_id: str, reset: bool,
-                  interrupt: threading.Event | None) -> dict[str, Any]:
-        args: dict[str, Any] = {"task_id": task_id, "enabled_toolsets": [self.toolset],
-                                "tools": list(self.names)}
+    def _run_args(self, task_id: str, reset: bool, interrupt: threading.Event | None, *,
+                  session: str | None = None, tools: Iterable[str] | None = None,
+                  cwd: str | None = None) -> dict[str, Any]:
+        with self._lock:
+            names = list(self.names) if tools is None else [t for t in tools
+                                                            if t in self.names]
+            toolsets = sorted(self._toolsets)
+        args: dict[str, Any] = {"task_id": task_id, "enabled_toolsets": toolsets,
+                                "tools": names, "cwd": cwd}
         if interrupt is not None:
             args["interrupt"] = interrupt
-        if self.session is not None:
-            args.update(session=self.session, reset=reset)
+        session = session if session is not None else self.session
+        if session is not None:
+            args.update(session=session, reset=reset)
         return args
 
     @staticmethod

@@ -101,8 +101,9 @@ def test_a_session_keeps_variables_between_calls():
                                          session="s1") as code_tool:
         assert "reset" in code_tool.params_json_schema["properties"]
         agent = agents.Agent(name="shop", model=model, tools=[code_tool])
-        result = agents.Runner.run_sync(
-            agent, "go", run_config=agents.RunConfig(tracing_disabled=True))
+        # (Runner.run_sync keeps an event loop of its own open: asyncio.run closes it)
+        result = asyncio.run(agents.Runner.run(
+            agent, "go", run_config=agents.RunConfig(tracing_disabled=True)))
     assert result.final_output == "42"
 
 
