@@ -41,7 +41,7 @@ from execengine.config import checked_timeout
 from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
 from execengine.engine import spill
-from execengine.engine.allowed import function_schemas, script_call_handler
+from execengine.engine.allowed import function_schemas, script_call_handler, tool_groups
 from execengine.engine.capture import OutputCapture
 from execengine.engine.confinement import execution_policy
 from execengine.engine.interpreter import choose
@@ -464,7 +464,8 @@ class SessionManager:
         launcher could not start it at all)."""
         engine = self.engine
         ce = engine.config.code_execution
-        stub = render_stub(function_schemas(engine.registry, names, enabled_toolsets))
+        stub = render_stub(function_schemas(engine.registry, names, enabled_toolsets),
+                           groups=tool_groups(engine.registry, names))
         exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                      secrets.token_hex(16))
         with contextlib.ExitStack() as stack:
