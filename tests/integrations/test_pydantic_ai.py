@@ -132,3 +132,31 @@ def test_validation_errors_and_model_retry_reach_the_script_as_errors():
     assert printed[1] == {"error": "Tool execution failed: ModelRetry: n must not be negative"}
     # a wrong type is refused by execengine's own schema check, before the tool
     assert "n" in printed[2]["error"] and "integer" in printed[2]["error"]
+
+
+def test_a_tool_needing_approval_cannot_run_from_a_script():
+    ran = []
+
+    def danger(x: int) -> int:
+        ran.append(x)
+        return x
+
+    script = "from hermes_tools import danger\nprint(danger(x=1))"
+
+    def respond(messages, info):
+        returns = [p for m in messages for p in m.parts
+                   if isinstance(p, pai_messages.ToolReturnPart)]
+        if not returns:
+            return pai_messages.ModelResponse(parts=[pai_messages.ToolCallPart(
+                "execute_code", {"code": script}, tool_call_id="c1")])
+        return pai_messages.ModelResponse(parts=[pai_messages.TextPart(returns[-1].content)])
+
+    async def main():
+        tool = pydantic_ai.Tool(danger, requires_approval=True)
+        with integration.execengine_toolset([tool], config=config()) as toolset:
+            return await pydantic_ai.Agent(function.FunctionModel(respond),
+                                           toolsets=[toolset]).run("go")
+
+    output = json.loads(asyncio.run(main()).output)["output"]
+    assert output == "{'error': 'Tool execution failed: ApprovalRequired: '}\n"
+    assert ran == []
