@@ -87,3 +87,17 @@ def test_importing_execengine_imports_no_framework():
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert done.stdout == "[]\n"
+
+
+def test_an_engine_of_yours_gets_the_tools_and_loses_them_on_close():
+    from execengine import Engine, ToolRegistry
+
+    registry = ToolRegistry(config())
+    with Engine(registry.config, registry) as engine:
+        with ToolBridge([ForeignTool("ping", "", None, call=lambda args, ctx: "pong")],
+                        engine=engine) as bridge:
+            assert "ping" in registry
+            assert bridge.execute("from hermes_tools import ping\nprint(ping())"
+                                  ).output == "pong\n"
+        assert "ping" not in registry
+        assert engine.execute("print('still open')").output == "still open\n"
