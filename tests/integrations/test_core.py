@@ -92,8 +92,7 @@ def test_importing_execengine_imports_no_framework():
 def test_an_engine_of_yours_gets_the_tools_and_loses_them_on_close():
     from execengine import Engine, ToolRegistry
 
-    registry = ToolRegistry(config())
-    with Engine(registry.config, registry) as engine:
+    with ToolRegistry(config()) as registry, Engine(registry.config, registry) as engine:
         with ToolBridge([ForeignTool("ping", "", None, call=lambda args, ctx: "pong")],
                         engine=engine) as bridge:
             assert "ping" in registry
