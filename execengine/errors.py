@@ -28,6 +28,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     │   ├── RedirectError           too many redirects, a loop, or one we will not follow
     │   └── ProviderError           a search provider is misconfigured or answered badly
     ├── PluginError                 a plugin could not be loaded or misbehaved
+    ├── IntegrationError            a framework integration was given what it cannot take
+    │   └── MissingExtraError       its framework is not installed (also an ImportError)
     ├── McpError                    an MCP server cannot be used: it did not start, crashed,
     │                               or the SDK extra is not installed
     ├── ModelError                  the agent loop's model endpoint failed
@@ -212,6 +214,15 @@ class ProviderError(WebError):
 
 class PluginError(ExecEngineError):
     """A plugin could not be loaded."""
+
+
+class IntegrationError(ExecEngineError):
+    """A framework integration (``execengine.integrations``) was given what it cannot take."""
+
+
+class MissingExtraError(IntegrationError, ImportError):
+    """A framework integration's framework is not installed; the message names the extra
+    (an ImportError too, so ``except ImportError`` around an optional import catches it)."""
 
 
 class McpError(ExecEngineError):

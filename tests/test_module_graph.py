@@ -42,6 +42,13 @@ LAZY_ALLOWED = {
     ("execengine.mcp.server", "mcp.server.transport_security"),
     ("execengine.mcp.server", "mcp_types"),
     ("execengine.mcp.server", "uvicorn"),
+    # the [hermes] extra: the plugin imports Hermes only when Hermes loads it
+    ("execengine.integrations.hermes", "model_tools"),
+    ("execengine.integrations.hermes", "tools.approval"),
+    ("execengine.integrations.hermes", "tools.code_execution_tool"),
+    ("execengine.integrations.hermes", "tools.interrupt"),
+    ("execengine.integrations.hermes", "tools.registry"),
+    ("execengine.integrations.hermes", "tools.terminal_tool"),
 }
 
 
