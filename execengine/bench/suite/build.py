@@ -348,7 +348,8 @@ print(json.dumps(sorted(fixed)))
     def shell_script(fx: Fixtures) -> str:
         tail = loop_cmd([])[len("for n in "):]
         return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING_ONLY + \
-            f"""names = [m.split(".")[-1][len("test_"):] for m in failing(terminal({FAILS!r})["output"])]
+            f"""mods = failing(terminal({FAILS!r})["output"])
+names = [m.split(".")[-1][len("test_"):] for m in mods]
 print(json.dumps(sorted(terminal("for n in " + " ".join(names) + {tail!r})["output"].split())))
 """
     return Workflow("fix-loop", FAMILY,

@@ -209,8 +209,9 @@ print(json.dumps(sorted(rows)))
         return sorted([s["name"], int(s["timeout"])] for s in found if int(s["timeout"]) >= 30)
 
     def shell_script(fx: Fixtures) -> str:
-        return shell.pairs_script(command) + """print(json.dumps(sorted([c["name"], int(c["timeout"])]
-                      for c in found.values() if int(c["timeout"]) >= 30)))
+        return shell.pairs_script(command) + """rows = [[c["name"], int(c["timeout"])]
+        for c in found.values()]
+print(json.dumps(sorted(r for r in rows if r[1] >= 30)))
 """
     return Workflow(f"slow-timeouts-{n}", FAMILY,
                     f"Among the first {n} service configs (sorted by path), which have a timeout "

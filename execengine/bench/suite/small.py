@@ -7,7 +7,6 @@ tasks with one command are alternatives of those tasks, :mod:`~execengine.bench.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.helpers import fact, grep_pairs, settings, unnumber
