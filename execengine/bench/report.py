@@ -149,7 +149,9 @@ def summarize(run: SuiteRun, *, prices: Prices | None = None, sheet: str | None 
     out: dict[str, Any] = {
         "about": ABOUT,
         "settings": {"encoding": encoding, "prefix": prefix, "system_tokens": system_tokens,
-                     "comparison": "best", "baseline_way": "batched", "seed": run.seed},
+                     "comparison": "best", "baseline_way": "batched", "seed": run.seed,
+                     # --reasoning-tokens (None: each sheet's own default)
+                     "reasoning_tokens": reasoning},
         "prices": sheet_info(prices, billing, encoding),
         "execute_code": {"description": run.description, "tokens": run.description_tokens,
                          "counted_at_level": run.isolation.get("counted_description_level")},
@@ -334,6 +336,7 @@ def headline_block(summary: Mapping[str, Any]) -> str:
         m = h[name]
         lines.append(f"| {LABELS[name]} | {_amount(name, m['median_baseline'])} | "
                      f"{_amount(name, m['median_programmatic'])} | {pct(m['median_saving'])} |")
+    lines.append("")
     lines.append(f"Cost saved by family (median): {fam}; total over "
                  f"{h['cost']['tasks']} tasks {pct(h['cost']['total_saving'])} "
                  f"({p['sheet']}, prices retrieved {p['retrieved']}).")

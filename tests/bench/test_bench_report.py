@@ -116,7 +116,7 @@ def test_shipped_prices_are_dated_sourced_and_name_their_tokenizer(tmp_path: Pat
 
 def test_the_baseline_is_the_cheapest_strategy() -> None:
     r = _row("a", "data", 30000, 3000, shell=(2000, 3500))
-    (bs, base), (ps, prog) = compare.pair(r, "best", "realistic", BILLING)
+    (bs, base), (ps, _) = compare.pair(r, "best", "realistic", BILLING)
     assert (bs, ps) == ("shell", "naive")
     assert base is r["strategies"]["shell"]["ways"]["batched"]["realistic"]
     (ms, _), (mp, _) = compare.pair(r, "matched", "realistic", BILLING)
@@ -235,7 +235,8 @@ def test_committed_figures_come_from_the_committed_rows() -> None:
     committed = _committed()
     prices = load_prices()
     p = committed["prices"]
-    billing = Billing(prices.sheet(p["sheet"]), p["cache"], p["reasoning_tokens_per_call"])
+    billing = Billing(prices.sheet(p["sheet"]), p["cache"],
+                      committed["settings"]["reasoning_tokens"])
     again = report.aggregate(committed["workflows"], billing,
                              prefix=committed["settings"]["prefix"], prices=prices)
     for key in ("headline", "by_family", "totals", "ablations", "reasoning_sweep",
