@@ -176,7 +176,9 @@ def pct(x: float) -> str:
 
 
 def _amount(name: str, x: float) -> str:
-    return f"${x:,.4f}" if name == "cost" else f"{x:,.0f}"
+    if name == "cost":
+        return f"-${-x:,.4f}" if x < 0 else f"${x:,.4f}"
+    return f"{x:,.0f}"
 
 
 def _ci(c: Mapping[str, Any], key: str) -> str:
@@ -230,7 +232,7 @@ def table(summary: Mapping[str, Any]) -> str:
     if not h.get("cost"):
         return "\n".join([*out, "", "no workflows"])
     c = summary["checks"]
-    out += ["", f"ORACLE UPPER BOUND. {summary['about']}",
+    out += ["", summary["about"].replace("Oracle upper bound", "ORACLE UPPER BOUND", 1),
             f"{c['workflows']} workflows ({c['strategies']} strategies) in {c['tasks']} tasks; "
             f"{c['agreeing']}/{c['workflows']} right every way with the same calls both ways "
             f"({c['checked']} checked against the expected answer). Tokens: "
