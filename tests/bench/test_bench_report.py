@@ -123,6 +123,11 @@ def test_the_baseline_is_the_cheapest_strategy() -> None:
     assert (ms, mp) == ("naive", "naive")
     (_, serial), _ = compare.pair(r, "serial", "realistic", BILLING)
     assert serial["round_trips"] == 5
+    # a strategy that went wrong is never the cheapest: the next right one is
+    wrong = json.loads(json.dumps(r))
+    wrong["strategies"]["shell"]["agree"] = False
+    (bs2, _), (ps2, _) = compare.pair(wrong, "best", "realistic", BILLING)
+    assert (bs2, ps2) == ("naive", "naive")
     # the shell plan cuts the saving: against it, the script saves little or nothing
     best = compare.tasks([r], "best", "realistic", BILLING)[0]
     matched = compare.tasks([r], "matched", "realistic", BILLING)[0]
