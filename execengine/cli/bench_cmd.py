@@ -129,14 +129,10 @@ def run_tokens(args: argparse.Namespace) -> int:
 
     workflows = _workflows(args)
     if args.list:
-        rows = [[w.name, w.family, w.group, ",".join(s.name for s in w.strategies())]
-                for w in workflows]
-        header = ["WORKFLOW", "FAMILY", "TASK", "STRATEGIES"]
-        used = sum(max(len(str(r[i])) for r in [header, *rows]) + 2 for i in range(4))
-        room = max(20, LIST_WIDTH - used)
-        print(table([[*r, shorten(_readable(w.task), room)] for r, w in zip(rows, workflows,
-                                                                           strict=True)],
-                    [*header, "QUESTION"]))
+        names = max((len(w.name) for w in workflows), default=8)
+        room = LIST_WIDTH - max(names, len("WORKFLOW")) - len("research") - 4
+        print(table([[w.name, w.family, shorten(_readable(w.task), room)] for w in workflows],
+                    ["WORKFLOW", "FAMILY", "TASK"]))
         return 0
     if args.reasoning_tokens is not None and args.reasoning_tokens < 0:
         raise BenchError("--reasoning-tokens must be 0 or more")

@@ -113,7 +113,7 @@ def test_timeout_message(results):
     message = ("Script timed out after 3s and was interrupted (KeyboardInterrupt). "
                "The session's state was kept.")
     assert (r["status"], r["error"]) == ("timeout", message)
-    assert r["output"] == "started\n\n" + message
+    assert r["output"] == "started\n\n⏰ " + message
 
 
 def test_tool_call_limit(results):
