@@ -29,6 +29,8 @@ from collections.abc import Iterator
 
 from execengine._resources import sandbox_dir
 from execengine._runtime import RUNTIME_PACKAGE, entry_program
+from execengine.hostdirs import RUNTIME_PREFIX as RUNTIME_PREFIX  # (defined there: see it)
+from execengine.hostdirs import STAGING_PREFIX as STAGING_PREFIX
 from execengine.hostdirs import make_dir
 
 #: the child's ``python -c`` program (``-c`` rather than ``-m``: no runpy at start-up);
@@ -37,9 +39,6 @@ BOOTSTRAP_ENTRY = entry_program("bootstrap")
 #: the project directory in project mode, which the runtime puts last on ``sys.path``
 #: (``sandbox/bootstrap.py``'s ``ENV_PROJECT_DIR``)
 PROJECT_DIR_VAR = "EXECENGINE_PROJECT_DIR"
-#: directory name prefixes (followed by the owner tag, see :mod:`execengine.hostdirs`)
-STAGING_PREFIX = "execengine-run-"
-RUNTIME_PREFIX = "execengine-runtime-"
 
 
 class Staging:
