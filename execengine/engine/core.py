@@ -35,6 +35,7 @@ from execengine.engine.allowed import (
 )
 from execengine.engine.capture import OutputCapture
 from execengine.engine.confinement import execution_policy
+from execengine.engine.exiting import close_at_exit
 from execengine.engine.interpreter import choose
 from execengine.engine.result import (
     INTERRUPTED,
@@ -119,6 +120,7 @@ class Engine:
         self._sessions: SessionManager | None = None
         self._lock = threading.Lock()
         self._closed = False
+        close_at_exit(self)  # a program that forgets close() leaves nothing behind
 
     # -- lifecycle ------------------------------------------------------------------------
 
