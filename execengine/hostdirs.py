@@ -25,6 +25,15 @@ log = logging.getLogger(__name__)
 
 _TAG = re.compile(r"(\d+)-(\d+)-")
 
+#: the directories an engine makes in the temp dir, by name prefix (followed by the owner
+#: tag): staging, runtime and RPC socket directories (:mod:`execengine.engine.staging`,
+#: :mod:`execengine.rpc.channel`); an engine's start sweeps those of dead hosts, and so
+#: does a spawner whose host died (:mod:`execengine.isolation._spawnserver`)
+STAGING_PREFIX = "execengine-run-"
+RUNTIME_PREFIX = "execengine-runtime-"
+SOCKET_DIR_PREFIX = "execengine-rpc-"
+ENGINE_PREFIXES = (STAGING_PREFIX, RUNTIME_PREFIX, SOCKET_DIR_PREFIX)
+
 
 def start_time(pid: int) -> int | None:
     """When ``pid`` started: clock ticks since boot on Linux (exact and immune to clock

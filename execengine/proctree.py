@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 RUN_TOKEN_VAR = "EXECENGINE_RUN_TOKEN"
 #: the marker of a terminal command's processes (set by the local terminal backend)
 TERM_TOKEN_VAR = "EXECENGINE_TERM_TOKEN"
+#: the marker of an MCP stdio server's processes (set by :mod:`execengine.mcp.lifeline`)
+MCP_TOKEN_VAR = "EXECENGINE_MCP_TOKEN"
 
 #: upper bound of the freeze rounds of one kill, seconds
 SWEEP_SECONDS = 2.0

@@ -284,17 +284,22 @@ def main(params: dict[str, Any]) -> object:
     if not msg:
         os._exit(0)  # discarded before use
     sock.close()  # init tells the spawner the plan was taken
-    errfd = _dup_above(fds[2], 512)
-    os.close(fds[2])
+    errfd = fds[2]  # until it is moved out of the way of the passed descriptors (below)
     try:
         req = marshal.loads(msg)  # from the namespace's init: see entry._forward_plan
         plan, extra = req["plan"], req.get("zygote") or {}
+        # what we keep (the error pipe, the ruleset) goes above every number a passed
+        # descriptor is placed at: a dup2 onto a number we hold would replace ours
+        # silently (a host with its watchdog at 512 lost it, or the ruleset: EBADFD)
+        floor = max([512, *plan["fd_targets"]]) + 1
+        errfd = _dup_above(fds[2], floor)
+        os.close(fds[2])
         uid = plan.get("uid")
         if uid is not None and (os.getuid(), os.geteuid()) != (uid, uid):
             raise OSError(f"the pre-started interpreter runs as uid {os.geteuid()}, not {uid}")
         ruleset, ll = params.get("ruleset"), params.get("landlock")
-        if ruleset is not None:  # out of the way of the descriptors placed at their numbers
-            moved = _dup_above(ruleset, 512)
+        if ruleset is not None:
+            moved = _dup_above(ruleset, floor)
             os.close(ruleset)
             ruleset = moved
         if plan.get("landlock") is not None and (ruleset is None or ll is None):

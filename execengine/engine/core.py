@@ -23,6 +23,7 @@ from execengine.context import CallContext
 from execengine.engine import spill, tool
 from execengine.engine.allowed import allowed_tools
 from execengine.engine.oneshot import run_once
+from execengine.engine.exiting import close_at_exit
 from execengine.engine.plan import ExecutionPlan, make_plan
 from execengine.engine.result import ExecutionResult, no_code_result
 from execengine.engine.sessions import SessionManager
@@ -87,6 +88,7 @@ class Engine:
         self._sessions: SessionManager | None = None
         self._lock = threading.Lock()
         self._closed = False
+        close_at_exit(self)  # a program that forgets close() leaves nothing behind
 
     # -- lifecycle ------------------------------------------------------------------------
 

@@ -29,6 +29,8 @@ from collections.abc import Iterator
 
 from execengine._resources import sandbox_dir
 from execengine._runtime import RUNTIME_PACKAGE, entry_program
+from execengine.hostdirs import RUNTIME_PREFIX as RUNTIME_PREFIX  # (defined there: see it)
+from execengine.hostdirs import STAGING_PREFIX as STAGING_PREFIX
 from execengine.hostdirs import make_dir
 
 #: the child's ``python -c`` program (``-c`` rather than ``-m``: no runpy at start-up);
@@ -41,9 +43,6 @@ PROJECT_DIR_VAR = "EXECENGINE_PROJECT_DIR"
 #: and the name of a model's code: never the staging copy's path
 SCRIPT_NAME_VAR = "EXECENGINE_SCRIPT_NAME"
 SCRIPT_NAME = "<execute_code>"
-#: directory name prefixes (followed by the owner tag, see :mod:`execengine.hostdirs`)
-STAGING_PREFIX = "execengine-run-"
-RUNTIME_PREFIX = "execengine-runtime-"
 
 
 class Staging:

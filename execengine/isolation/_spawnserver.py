@@ -43,10 +43,16 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 * host → spawner: ``{"op": "kill_uid", "uid": N, "sig": S}``: signal every process of that
   uid (a helper drops to the uid and calls ``kill(-1, sig)``); reply ``{"ok": true}``.
 
+* host → spawner: ``{"op": "bye"}`` just before a live host closes the socket.
+
 EOF on the socket (the host closed it, or died): kill everything of every execution still
 running at once (its cgroup, every process of its slot uid, the entries, and whatever
 was reparented to us), reap it, remove its cgroups, then exit. The spawner
-is a child subreaper, so processes that escaped their session are reaped here too.
+is a child subreaper, so processes that escaped their session are reaped here too. EOF
+without a ``bye`` means the host died: once it has exited, the spawner also removes what
+the host itself would have at its close, its ACL grants and private tmp folders
+(:func:`.leftovers.sweep`, which the next launcher start would run otherwise), so that a
+killed host (a nested ``execengine mcp`` whose host died, say) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -64,8 +70,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from execengine import hostdirs
 from execengine._resources import sandbox_dir
-from execengine.isolation import entry, mounts, seccomp
+from execengine.isolation import entry, leftovers, mounts, seccomp
 from execengine.isolation.rlimits import PLAN_RLIMITS
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -73,15 +80,25 @@ MAX_MSG = 1 << 20
 MAX_FDS = 64
 #: deaths after which a template is not started again (its entries start their own)
 TEMPLATE_RETRIES = 3
+#: how long the spawner waits for its dead host's exit to complete before sweeping
+HOST_EXIT_WAIT = 5.0
 
 
 def _send(sock: socket.socket, obj: dict[str, Any]) -> None:
-    sock.send(json.dumps(obj).encode())
+    """Send to the host; nothing when it is gone (its EOF is read next, and handled)."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        sock.send(json.dumps(obj).encode())
 
 
 class Server:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, sweep: dict[str, Any] | None = None) -> None:
         self.sock = sock
+        #: the host (its pid and start time) and what to sweep after its death
+        #: (``{"tmp": its temp root, "gid": the sandbox group or None}``)
+        host = os.getppid()
+        self.host = (host, hostdirs.start_time(host))
+        self.sweep = sweep
+        self.host_closed = False  # it said bye: a live host cleans up after itself
         self.children: dict[int, int] = {}  # pid -> status write fd
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         #: (owner uid, owner gid, slot uid, slot gid) -> user namespace fd for id-mapping
@@ -125,9 +142,14 @@ class Server:
                 if fd in self.launching:
                     self._progress(self.launching[fd])
             if self.sock.fileno() in ready:
-                msg, fds, _, _ = socket.recv_fds(self.sock, MAX_MSG, MAX_FDS)
+                try:
+                    msg, fds, _, _ = socket.recv_fds(self.sock, MAX_MSG, MAX_FDS)
+                except ConnectionResetError:  # the host died with replies unread
+                    msg, fds = b"", []
                 if not msg:
                     self.shutdown()
+                    if not self.host_closed:
+                        self.after_host()
                     return
                 rid = None
                 try:
@@ -155,6 +177,9 @@ class Server:
             return {"ok": True}
         if op == "kill_uid":
             return self.kill_uid(int(req["uid"]), int(req.get("sig", signal.SIGKILL)))
+        if op == "bye":
+            self.host_closed = True
+            return None
         raise ValueError(f"unknown op {op!r}")
 
     def prepare(self, wid: str, warm: dict[str, Any]) -> int:
@@ -534,6 +559,28 @@ class Server:
             _remove_cgroup(d)
         self.owned.clear()
 
+    def after_host(self) -> None:
+        """The host died (EOF without a bye): once its exit is complete (its grant ledger
+        and tmp folders are a dead owner's only then), remove what it held. Never raises."""
+        if self.sweep is None:
+            return
+        pid, start = self.host
+        try:
+            if start is not None and hostdirs.start_time(pid) == start:
+                fd = os.pidfd_open(pid)  # not reaped yet: the pid is still the host's
+                try:
+                    exited = select.poll()
+                    exited.register(fd, select.POLLIN)  # readable once it has exited
+                    exited.poll(HOST_EXIT_WAIT * 1000)
+                finally:
+                    os.close(fd)
+        except OSError:
+            pass  # gone already
+        tmp = self.sweep.get("tmp")
+        leftovers.sweep(None, self.sweep.get("gid"), tmp)
+        # and the host's own staging, runtime and socket folders (its next start's job)
+        hostdirs.sweep(hostdirs.ENGINE_PREFIXES, dict.fromkeys((tmp, "/tmp")))
+
 
 
 def _forks(warm: dict[str, Any]) -> bool:
@@ -687,6 +734,7 @@ def _kill_adopted(reap: Callable[[], None], deadline: float) -> None:
 
 def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
+    sweep = json.loads(argv[2]) if len(argv) > 2 else None
     # load libseccomp now: forked children must not import anything once they have
     # pivoted or dropped privileges (the interpreter's site-packages may be out of reach)
     with contextlib.suppress(ImportError, OSError):
@@ -700,7 +748,7 @@ def main(argv: list[str]) -> int:
     # that neither our collections nor a forked entry's touch (and copy) those pages
     gc.freeze()
     with sock:
-        Server(sock).serve()
+        Server(sock, sweep).serve()
     return 0
 
 

@@ -292,8 +292,15 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
     sock.close()
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
-    errfd = fcntl.fcntl(fds[2], fcntl.F_DUPFD_CLOEXEC, 512)
+    # what we keep until exec (the error pipe, the ruleset) goes above every number a
+    # passed descriptor is placed at (see _place_fds): a dup2 onto a number we hold would
+    # replace ours silently (a host whose watchdog socket was 512 lost it, or had it
+    # taken for the ruleset: landlock_add_rule EBADFD)
+    floor = max([512, *plan["fd_targets"]]) + 1
+    errfd = fcntl.fcntl(fds[2], fcntl.F_DUPFD_CLOEXEC, floor)
     os.close(fds[2])
+    if ruleset is not None:
+        ruleset.move_above(floor)
     try:
         rest = fds[3:]
         if req.get("status"):

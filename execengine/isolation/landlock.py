@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import stat
 from collections.abc import Callable, Iterable
@@ -203,6 +204,14 @@ class Ruleset:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+    def move_above(self, low: int) -> None:
+        """Give the ruleset a descriptor numbered ``low`` or more (out of the way of
+        descriptors about to be placed at given numbers), close-on-exec."""
+        if self.fd is not None and self.fd < low:
+            moved = fcntl.fcntl(self.fd, fcntl.F_DUPFD_CLOEXEC, low)
+            os.close(self.fd)
+            self.fd = moved
 
 
 def restrict_self(policy: LandlockPolicy, abi: int | None = None,

@@ -171,13 +171,15 @@ def make_tmp() -> str:
     return hostdirs.make_dir(TMP_PREFIX)
 
 
-def sweep(layout: cgroups.CgroupLayout | None, gid: int | None) -> None:
-    """Everything above; never raises (housekeeping must not stop a launcher)."""
+def sweep(layout: cgroups.CgroupLayout | None, gid: int | None,
+          tmp_root: str | None = None) -> None:
+    """Everything above (``tmp_root``: where the tmp folders are, by default the temp
+    dir); never raises (housekeeping must not stop a launcher, nor a spawner)."""
     try:
         if layout is not None:
             sweep_cgroups(layout)
         if gid is not None:
             sweep_grants(gid)
-        hostdirs.sweep((TMP_PREFIX,), (tempfile.gettempdir(),))
+        hostdirs.sweep((TMP_PREFIX,), (tmp_root or tempfile.gettempdir(),))
     except Exception:
         log.warning("cleaning up after dead hosts failed", exc_info=True)

@@ -15,20 +15,31 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from execengine.errors import HandshakeError, SandboxError
 
 READY_TIMEOUT = 30.0
 REPLY_TIMEOUT = 30.0
+#: the spawner's program: the host's own copy of execengine (``-I`` ignores PYTHONPATH, so
+#: ``-m`` would import whichever copy is installed, which need not be the one running)
+_MAIN = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
+         "from execengine.isolation._spawnserver import main; sys.exit(main(sys.argv))")
 
 
 class Spawner:
-    def __init__(self, python: str = sys.executable) -> None:
+    """``sweep_gid``: the sandbox group whose ACL grants the spawner revokes, with the
+    private tmp folders, should this process die (see :mod:`._spawnserver`)."""
+
+    def __init__(self, python: str = sys.executable, *, sweep_gid: int | None = None
+                 ) -> None:
         self.python = python
+        self._sweep = json.dumps({"tmp": tempfile.gettempdir(), "gid": sweep_gid})
         self._lock = threading.RLock()  # starting, sending, stopping
         self._replies = threading.Condition(threading.Lock())
         #: request id -> the socket it was sent on and its reply (None: not yet), for the
@@ -51,8 +62,7 @@ class Spawner:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [self.python, "-I", "-m", "execengine.isolation._spawnserver",
-                 str(theirs.fileno())],
+                [self.python, "-I", "-c", _MAIN, str(theirs.fileno()), self._sweep],
                 pass_fds=[theirs.fileno()], env={}, cwd="/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, start_new_session=True,
             )
@@ -166,6 +176,8 @@ class Spawner:
     def _stop(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
+            with contextlib.suppress(OSError):  # not a death: nothing for it to sweep
+                sock.send(b'{"op": "bye"}')
             sock.close()
         proc, self._proc = self._proc, None
         if proc is not None:

@@ -40,12 +40,17 @@ class Background:
         self._closed = False
 
     def submit(self, job: Callable[[], Any]) -> None:
+        """Run ``job`` on the worker; inline once closed, or once the interpreter is
+        shutting down (an engine closed from ``atexit``: the pool takes nothing then)."""
         with self._lock:
             if not self._closed:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-                self._pool.submit(_logged, job)
-                return
+                try:
+                    if self._pool is None:
+                        self._pool = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+                    self._pool.submit(_logged, job)
+                    return
+                except RuntimeError:  # "cannot schedule new futures after shutdown"
+                    pass
         _logged(job)
 
     def close(self) -> None:

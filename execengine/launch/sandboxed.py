@@ -320,7 +320,7 @@ class SandboxLauncher(Launcher):
         self._cg_layout = cgroups.discover() if cg else None
         # what killed hosts left: their cgroups, ACL grants and private tmp folders
         leftovers.sweep(self._cg_layout, self.uid_pool.gid if self.uid_pool else None)
-        self.spawner = Spawner()
+        self.spawner = Spawner(sweep_gid=self.uid_pool.gid if self.uid_pool else None)
         self._swept: set[int] = set()
         self._lasting: dict[str, list[str]] = {}  # interpreter path -> grants held
         self._quarantined: list[UidSlot] = []

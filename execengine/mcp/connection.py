@@ -22,8 +22,10 @@ from typing import Any
 
 from execengine.config import McpServerConfig
 from execengine.errors import McpError
+from execengine.mcp import lifeline
 from execengine.mcp.expand import expand_server
 from execengine.mcp.results import to_value
+from execengine.terminal.guard import CommandGuard
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,11 @@ class ServerConnection:
         origins: Mapping[str, str],
         backoff: float,
         on_tools: Callable[[ServerConnection, list[Any]], None],
+        guard: CommandGuard | None = None,
     ) -> None:
         self.name = name
+        #: stops this server's processes should the host die (see :mod:`.lifeline`)
+        self.guard = guard
         self.config = config
         self._environ = environ
         self._origins = origins
@@ -221,8 +226,11 @@ class ServerConnection:
 
     async def _open(self, stack: contextlib.AsyncExitStack, params: Any, gen: int) -> Any:
         if self.transport == "stdio":
-            from mcp.client.stdio import stdio_client
+            from mcp.client.stdio import get_default_environment, stdio_client
 
+            # tied to this process: it dies with the host (see .lifeline)
+            params = lifeline.tie(params, self.guard,
+                                  get_default_environment() | (params.env or {}))
             errlog = self._stderr_pipe(gen)
             try:
                 streams = await stack.enter_async_context(stdio_client(params, errlog=errlog))

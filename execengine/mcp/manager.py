@@ -32,6 +32,7 @@ from typing import Any
 from execengine._asyncbridge import AsyncBridge, bridge
 from execengine.config import McpServerConfig
 from execengine.errors import McpError, ToolError
+from execengine.mcp import lifeline
 from execengine.mcp.catalogue import withhold_in_search_mode
 from execengine.mcp.connection import ServerConnection, ServerStatus
 from execengine.mcp.names import tool_name, toolset_name
@@ -67,6 +68,8 @@ class McpManager:
         self._registered: dict[str, dict[str, str]] = {}
         self._closed = False
         self.reactor = reactor if reactor is not None else bridge()
+        #: stops the stdio servers' processes should this process die (see .lifeline)
+        self.guard = lifeline.make_guard()
         self.connections: dict[str, ServerConnection] = {}
         for name, server in self.servers.items():
             if not server.enabled:
@@ -77,7 +80,7 @@ class McpManager:
         return ServerConnection(name, server, environ=self._environ,
                                 origins=self.registry.config.origins,
                                 backoff=self.registry.config.mcp.restart_backoff,
-                                on_tools=self._tools_changed)
+                                on_tools=self._tools_changed, guard=self.guard)
 
     def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
         return self.reactor.submit(coro)
@@ -260,6 +263,8 @@ class McpManager:
             self._run(close_all(), timeout=30)
         except Exception:
             log.exception("stopping MCP servers failed")
+        finally:
+            self.guard.close()  # and whatever the servers left running
 
     def __enter__(self) -> McpManager:
         return self

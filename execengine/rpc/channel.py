@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from execengine.errors import TransportError
+from execengine.hostdirs import SOCKET_DIR_PREFIX as SOCKET_DIR_PREFIX
 from execengine.hostdirs import make_dir, owner_tag
 
 #: ``handler(tool, args) -> result text``; must not raise (errors are JSON text)
@@ -27,7 +28,6 @@ CallHandler = Callable[[str, dict[str, Any]], str]
 #: sun_path limit of AF_UNIX addresses, including the terminating NUL
 SUN_PATH_MAX = 108 if sys.platform.startswith("linux") else 104
 SOCKET_NAME = "rpc.sock"
-SOCKET_DIR_PREFIX = "execengine-rpc-"
 
 
 def unavailable_message(tool: str, allowed: Iterable[str]) -> str:

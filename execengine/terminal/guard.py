@@ -24,7 +24,8 @@ Two moments hide a command's token from ``/proc``, and each is covered:
   guard looks again a moment later.
 
 The guard runs ``python -I -S`` (about 10 ms, once per backend); a host whose interpreter
-cannot start it runs its commands unguarded, with a warning.
+cannot start it runs its commands unguarded, with a warning. The same guard, on another
+token variable, stops a dead host's MCP stdio servers (:mod:`execengine.mcp.lifeline`).
 """
 
 from __future__ import annotations
@@ -112,10 +113,10 @@ for pid in held:
 """
 
 
-def guard_argv(proc: str = "/proc") -> list[str]:
-    """The guard's command line (``proc``: the ``/proc`` it looks in; a test's fake)."""
-    return [sys.executable, "-I", "-S", "-c", GUARD, TERM_TOKEN_VAR, str(HIDDEN_SECONDS),
-            proc]
+def guard_argv(proc: str = "/proc", var: str = TERM_TOKEN_VAR) -> list[str]:
+    """The guard's command line (``proc``: the ``/proc`` it looks in; a test's fake;
+    ``var``: the variable that carries the tokens)."""
+    return [sys.executable, "-I", "-S", "-c", GUARD, var, str(HIDDEN_SECONDS), proc]
 
 
 #: the lowest descriptor number of the liveness pipe's read end (above bash's own 10..)
@@ -135,9 +136,12 @@ CLOSE_SECONDS = 5.0
 
 
 class CommandGuard:
-    """One guard process for one backend's commands (started on first use)."""
+    """One guard process for one backend's commands (started on first use): those whose
+    environment holds ``var=<a registered token>``; ``what`` names them in warnings."""
 
-    def __init__(self) -> None:
+    def __init__(self, var: str = TERM_TOKEN_VAR, what: str = "the terminal commands"
+                 ) -> None:
+        self.var, self.what = var, what
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._write = -1
@@ -165,21 +169,21 @@ class CommandGuard:
                 os.write(self._write, (line + "\n").encode())  # short: one atomic write
             except OSError:
                 self._failed = True
-                log.warning("the terminal commands' guard is gone: commands started from "
-                            "now on are not stopped should this process be killed")
+                log.warning("the guard of %s is gone: those started from now on are not "
+                            "stopped should this process be killed", self.what)
 
     def _start(self) -> None:
         read, write = os.pipe()  # neither end is inherited by the commands
         try:
             self._proc = subprocess.Popen(
-                guard_argv(), stdin=read,
+                guard_argv(var=self.var), stdin=read,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, close_fds=True)
         except OSError as exc:
             os.close(write)
             self._failed = True
-            log.warning("cannot start the terminal commands' guard (%s): they are not "
-                        "stopped should this process be killed", exc)
+            log.warning("cannot start the guard of %s (%s): they are not stopped should "
+                        "this process be killed", self.what, exc)
             return
         finally:
             os.close(read)

@@ -183,6 +183,18 @@ def test_sigkilled_host_leaves_nothing(level, also_spawner, wait, next_at_none, 
             # how fast is a figure (README, reliability), not asserted: under load (another
             # suite on the 2 cores) the watchdog's /proc sweeps at none took over 1 s
             assert left == [], f"still running {took:.2f} s after the host died: {left}"
+            if level != "none":
+                # the spawner removes its dead host's grants and tmp folders itself,
+                # before any other engine starts (issue 40: a nested engine's stayed)
+                def held() -> list[str]:
+                    grant = os.geteuid() == 0 and acl.group_perm(str(workdir),
+                                                                 SANDBOX_GID) is not None
+                    return (tagged(private_tmp, "execengine-tmp-", host.pid)
+                            + cgroup_dirs_of(host.pid) + (["acl grant"] if grant else []))
+
+                while held() and time.monotonic() - killed_at < 10:
+                    time.sleep(0.02)
+                assert held() == [], "the spawner left its dead host's resources"
         # the next engine start removes what the dead host left
         from execengine.config import Config
         from execengine.engine import Engine

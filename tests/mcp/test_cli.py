@@ -26,7 +26,7 @@ def test_tools_and_doctor_show_server_state(tmp_path, capsys, no_leaks):
     assert main(["--config", config, "tools", "--json"]) == 0
     listing = json.loads(capsys.readouterr().out)
     states = {s["name"]: (s["state"], s["tools"]) for s in listing["mcp_servers"]}
-    assert states == {"gone": ("failed", 0), "off": ("disabled", 0), "toy": ("ready", 9)}
+    assert states == {"gone": ("failed", 0), "off": ("disabled", 0), "toy": ("ready", 10)}
     assert any(t["name"] == "mcp_toy_echo" and t["toolset"] == "mcp-toy"
                for t in listing["tools"])
     assert "command not found" in listing["load_errors"]["mcp server gone"]
@@ -36,4 +36,4 @@ def test_tools_and_doctor_show_server_state(tmp_path, capsys, no_leaks):
     assert "MCP SERVER" in text
     row = next(line for line in text.splitlines() if line.startswith("toy "))
     # the second run found the catalogue cached: the lazy server has not started
-    assert row.split()[1:5] == ["stdio", "stopped", "9", "cached"]
+    assert row.split()[1:5] == ["stdio", "stopped", "10", "cached"]

@@ -2,8 +2,9 @@
 
 Tools: ``echo`` (text), ``add`` (structured output), ``picture`` (an image and a resource),
 ``fail`` (isError), ``crash`` (the process exits mid-call), ``hang`` (never answers),
-``slow`` (answers after a delay), ``env`` (reads one environment variable), ``grow`` (adds a
-tool and announces tools/list_changed). ``--tools N`` instead serves N generated tools.
+``slow`` (answers after a delay), ``env`` (reads one environment variable), ``stray``
+(starts a detached sleeper), ``grow`` (adds a tool and announces tools/list_changed).
+``--tools N`` instead serves N generated tools.
 ``--never-start`` reads stdin but never answers the handshake.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import time
 
@@ -63,6 +65,12 @@ def toy() -> MCPServer:
     async def slow(seconds: float, tag: str) -> str:
         await asyncio.sleep(seconds)
         return tag
+
+    @server.tool(description="Start a detached process (its own session) that sleeps.")
+    def stray(marker: str) -> int:
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker],
+                                start_new_session=True, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid
 
     @server.tool(description="Read an environment variable.")
     def env(name: str) -> str:
