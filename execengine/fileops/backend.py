@@ -47,7 +47,8 @@ def remote_files(ctx: ToolContext) -> FileBackend | None:
 def run_operation(ctx: ToolContext, op: str, args: dict[str, Any]) -> ToolResult:
     """Run file operation ``op`` (a tool name of :data:`OPERATIONS`) for this call."""
     settings = FileSettings(max_read_chars=ctx.config.files.max_read_chars,
-                            search_backend=ctx.call.search_backend)
+                            search_backend=ctx.call.search_backend,
+                            interrupt=ctx.call.interrupt)
     remote = remote_files(ctx)
     if remote is not None:
         return remote.run(op, args, cwd=task_cwd(ctx), denied=denied_paths(ctx.config),
