@@ -17,13 +17,19 @@ def add_parser(sub: Any) -> None:
         "mcp", help="serve execute_code to MCP clients (stdio or streamable HTTP)",
         description="Run execengine as an MCP server. Over stdio by default (for clients "
                     "that start it as a subprocess); --http HOST:PORT serves streamable "
-                    "HTTP at /mcp instead (loopback by default; a token is required when "
-                    "bound elsewhere). See docs/mcp.md.")
+                    "HTTP at /mcp instead (loopback by default). Every HTTP request must "
+                    "carry a bearer token, loopback included: yours (--token-env), or one "
+                    "made at start and written to a file only you can read (its path is "
+                    "printed). See docs/mcp.md.")
     p.add_argument("--http", metavar="HOST:PORT",
                    help="serve streamable HTTP on this address (e.g. 127.0.0.1:8765)")
     p.add_argument("--token-env", metavar="VAR",
                    help="environment variable holding the bearer token HTTP clients must "
-                        "send (required unless HOST is loopback)")
+                        "send (required unless HOST is loopback; without it a token is "
+                        "made and written to --token-file)")
+    p.add_argument("--token-file", metavar="PATH",
+                   help="where the token made at start is written, mode 0600 (default "
+                        "~/.execengine/mcp/http-HOST-PORT.token); removed at exit")
     p.add_argument("--tools", action="store_true",
                    help="also expose the registry's tools themselves (mcp.serve_tools)")
     p.set_defaults(func=run)
@@ -43,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         if args.http:
             host, port = parse_address(args.http)
             anyio.run(lambda: serve_http(registry, host, port, token=token,
-                                         serve_tools=serve_tools))
+                                         serve_tools=serve_tools,
+                                         token_file=args.token_file))
         else:
             anyio.run(lambda: serve_stdio(registry, serve_tools=serve_tools))
     return 0

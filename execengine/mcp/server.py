@@ -2,9 +2,10 @@
 
 Any MCP client (desktop assistants, IDE agents, the SDK's own client) can then run
 sandboxed programmatic tool calls. Transports: stdio (:func:`serve_stdio`) and streamable
-HTTP (:func:`serve_http`), bound to loopback unless told otherwise; bound elsewhere, a
-bearer token is required (compared in constant time), and it is checked on loopback too
-when one is given.
+HTTP (:func:`serve_http`), bound to loopback unless told otherwise. Every HTTP request
+must carry the server's bearer token (compared in constant time), loopback included: the
+user's own (bound beyond loopback, required), or one made at start and written to a file
+only the starting user can read (see :mod:`execengine.mcp.token`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import logging
 import secrets
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from execengine.errors import McpError
+from execengine.mcp.token import default_token_path, new_token, remove_token, write_token
 from execengine.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -163,8 +166,10 @@ class BearerToken:
 
 
 async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str | None,
-                     serve_tools: bool | None = None) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+                     serve_tools: bool | None = None, token_file: str | None = None) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled. Without
+    ``token`` one is made and written to ``token_file`` (default
+    :func:`~execengine.mcp.token.default_token_path`), removed again at the end."""
     import uvicorn
 
     if not is_loopback(host) and not token:
@@ -172,10 +177,14 @@ async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str
                        "it could run code; set one with --token-env VAR (or bind to "
                        "127.0.0.1)")
     server = build_server(registry, serve_tools=serve_tools)
-    app: Any = server.streamable_http_app(host=host,
-                                          transport_security=rebinding_guard(host, token))
-    if token:
-        app = BearerToken(app, token)
+    # the rebinding guard stays on at loopback whatever the token (a page in a browser
+    # cannot have it, but the check is cheap and was there before the token)
+    app: Any = server.streamable_http_app(
+        host=host, transport_security=rebinding_guard(host, None if is_loopback(host)
+                                                      else token))
+    made = token is None
+    secret = token if token is not None else new_token()
+    app = BearerToken(app, secret)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -187,10 +196,29 @@ async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str
         raise McpError(f"cannot listen on {host}:{port}: {exc}") from exc
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    print(f"execengine mcp: serving streamable HTTP on http://{shown}:{bound}/mcp",
-          file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    path = Path(token_file).expanduser() if token_file else default_token_path(host, bound)
     try:
-        await uvicorn.Server(config).serve(sockets=[sock])
+        if made:
+            write_token(path, secret)
+            print(f"execengine mcp: clients must send 'Authorization: Bearer <token>'; the "
+                  f"token is in {path} (readable by this user only)", file=sys.stderr,
+                  flush=True)
+        print(f"execengine mcp: serving streamable HTTP on http://{shown}:{bound}/mcp",
+              file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        server_ = uvicorn.Server(config)
+        if made:
+            # uvicorn raises a SIGTERM/SIGINT again once it has shut down, which ends the
+            # process before the finally below: the file goes at the signal already
+            stop = server_.handle_exit
+
+            def handle_exit(sig: int, frame: Any) -> None:
+                remove_token(path, secret)
+                stop(sig, frame)
+
+            server_.handle_exit = handle_exit  # type: ignore[method-assign]
+        await server_.serve(sockets=[sock])
     finally:
         sock.close()
+        if made:
+            remove_token(path, secret)
