@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -245,11 +246,13 @@ class SessionManager:
         left = max(0.0, plan.timeout - (time.monotonic() - started))
         stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
-        kernel.channel.open_cell(handler, ce.max_tool_calls)
+        # the cell's call credential: its tool calls carry it (see Channel.open_cell)
+        credential = secrets.token_hex(16)
+        kernel.channel.open_cell(handler, ce.max_tool_calls, credential)
         try:
             outcome = kernel.process.run(plan.code, stdout=stdout, stderr=stderr,
                                          timeout=left, grace=ce.kill_grace,
-                                         interrupt=plan.interrupt)
+                                         interrupt=plan.interrupt, credential=credential)
         finally:
             kernel.channel.close_cell()
             cell_ended.set()

@@ -48,5 +48,6 @@ def denied_paths(config: Config) -> list[str]:
 def run_operation(ctx: ToolContext, op: str, args: dict[str, Any]) -> ToolResult:
     """Run file operation ``op`` (a tool name of :data:`OPERATIONS`) for this call."""
     settings = FileSettings(max_read_chars=ctx.config.files.max_read_chars,
-                            search_backend=ctx.call.search_backend)
+                            search_backend=ctx.call.search_backend,
+                            interrupt=ctx.call.interrupt)
     return ctx.services.host.files().run(ctx, op, args, settings)

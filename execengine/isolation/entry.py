@@ -265,6 +265,13 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
                 fh.write("0")  # ourselves (our pid reads 1 at isolated)
         if warm["level"] != "isolated":
+            if os.geteuid() == 0:
+                # SysV IPC and POSIX message queues of its own: what it makes is not seen
+                # by other executions and goes with its last process. Without
+                # CAP_SYS_ADMIN (a container) the launcher removes what the slot uid owns
+                # when the execution ends instead (see .ipc)
+                with contextlib.suppress(OSError):
+                    unshare(CLONE_NEWIPC)
             if warm.get("netns"):  # the allow-list proxy is bridged in (see .bridge)
                 own_network()
             _await_plan(ctl, ruleset=_prepare_landlock(warm))

@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 from execengine._runtime import runtime_module
 from execengine.errors import IsolationError, SandboxError
 from execengine.hostdirs import owner_tag
-from execengine.isolation import acl, cgroups, leftovers, mounts
+from execengine.isolation import acl, cgroups, ipc, leftovers, mounts
 from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import PLAN_RLIMITS, Rlimits, tasks_of_uid
 from execengine.isolation.spawner import Spawner
@@ -582,6 +582,7 @@ class SandboxLauncher(Launcher):
         if group is not None:
             group.close()  # kills what is in it, then removes it
         if slot is not None:
+            ipc.remove_owned(slot.uid)  # before the uid is reused (no IPC namespace: .ipc)
             slot.release()
 
     def retire(self, slot: UidSlot | None, *, confirmed_dead: bool, grants: list[str],
@@ -595,6 +596,7 @@ class SandboxLauncher(Launcher):
         of its own mount namespace, so they open nothing to any other one."""
         if slot is not None:
             if confirmed_dead:
+                ipc.remove_owned(slot.uid)  # before the uid is reused (see .ipc)
                 slot.release()
             else:  # something of it may still run as that uid: never reuse the slot
                 log.warning("uid %d quarantined: its processes were not confirmed dead",

@@ -725,7 +725,7 @@ class RpcServer:
     def _dispatch(self, conn: Connection, call: protocol.Call) -> None:
         channel = conn.channel
         generation = channel.generation  # read first: a call never runs in a later cell
-        refusal = channel.admit(call.tool)
+        refusal = channel.admit(call.tool, call.cell)
         if refusal is not None:
             conn.reply(protocol.result(call.id, json.dumps({"error": refusal},
                                                            ensure_ascii=False)))
