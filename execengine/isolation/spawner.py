@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -22,6 +23,12 @@ from typing import Any, NoReturn
 
 from execengine.errors import HandshakeError, SandboxError
 
+#: the folder holding this very ``execengine`` package: the spawner runs the host's own
+#: code (``-m`` under ``-I`` would import whichever copy the interpreter's site-packages
+#: names, an editable install's checkout, say, not the one the host runs)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPAWNER_MAIN = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                "from execengine.isolation._spawnserver import main; sys.exit(main(sys.argv[1:]))")
 READY_TIMEOUT = 30.0
 REPLY_TIMEOUT = 30.0
 
@@ -51,8 +58,7 @@ class Spawner:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._proc = subprocess.Popen(
-                [self.python, "-I", "-m", "execengine.isolation._spawnserver",
-                 str(theirs.fileno())],
+                [self.python, "-I", "-c", SPAWNER_MAIN, PACKAGE_PARENT, str(theirs.fileno())],
                 pass_fds=[theirs.fileno()], env={}, cwd="/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, start_new_session=True,
             )
