@@ -46,7 +46,7 @@ def homes() -> dict[str, str]:
             found.setdefault(own, "the engine's user")
         return found
 
-    return recent(("homes",), build)
+    return recent(("homes", os.environ.get("HOME")), build)
 
 
 def home_reason(real: str) -> str | None:

@@ -46,6 +46,7 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+CLONE_NEWNS = 0x00020000
 MS_SLAVE = 1 << 19
 MNT_DETACH = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
@@ -421,9 +422,7 @@ def own_view() -> None:
     """Enter a mount namespace of our own showing the host's mounts, whose changes never
     reach the host's (``restricted``, ahead of the plan: see :func:`attach_over`).
     Caller: root."""
-    from execengine.isolation.entry import CLONE_NEWNS, unshare  # (entry imports us)
-
-    unshare(CLONE_NEWNS)
+    _check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
     # a slave of the host's mounts: what the host mounts later still shows; what we
     # mount here never propagates back (unshare copies shared mounts as shared)
     mount(None, "/", None, MS_REC | MS_SLAVE)

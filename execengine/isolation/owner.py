@@ -13,8 +13,9 @@ That needs root, the mount API (``open_tree``, ``mount_setattr``: Linux 5.12), a
 namespace, and a file system that supports id-mapped mounts (ext4, xfs, btrfs, tmpfs
 since 6.3...; not NFS). :func:`can_map` finds out for one folder by trying it, in a short
 child interpreter (a threaded host must not fork to make the user namespace), once per
-mount. Where it cannot, a slot uid keeps its own identity there (ACL grants: it creates
-files, and changes only what it made or others may write): see ``docs/confinement.md``.
+mount (and per folder that has mounts below it: a bind takes them along). Where it
+cannot, a slot uid keeps its own identity there (ACL grants: it creates files, and
+changes only what it made or others may write): see ``docs/confinement.md``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ import sys
 import threading
 from dataclasses import dataclass
 
-#: mount id -> whether a bind of a folder on it can be id-mapped (and why not)
-_PROBED: dict[int, tuple[bool, str]] = {}
+#: (mount id, the folder when mounts lie below it) -> whether a bind of it can be
+#: id-mapped (and why not): a bind takes the mounts below a folder along, each id-mapped too
+_PROBED: dict[tuple[int, str | None], tuple[bool, str]] = {}
 _LOCK = threading.Lock()
 
 # run as root in a child interpreter: a user namespace held by a forked child, then the
@@ -112,6 +114,28 @@ def _mount_id(path: str) -> int | None:
     return None
 
 
+def _has_mounts_below(real: str) -> bool:
+    """Whether a mount point lies below the folder ``real`` (``/proc/self/mountinfo``)."""
+    prefix = real.rstrip("/") + "/"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                fields = line.split(" ", 5)
+                if len(fields) > 4 and _unescape(fields[4]).startswith(prefix):
+                    return True
+    except OSError:
+        return True  # unknown: probe this very folder
+    return False
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field (spaces, tabs, newlines and backslashes are octal escapes)."""
+    if "\\" not in field:
+        return field
+    return field.encode().decode("unicode_escape").encode("latin-1").decode(
+        "utf-8", "replace")
+
+
 def can_map(path: str) -> tuple[bool, str]:
     """Whether a sandbox can be shown the folder ``path`` id-mapped to its owner (see the
     module's text), and if not why. Needs root; tried once per mount, in a child
@@ -124,8 +148,9 @@ def can_map(path: str) -> tuple[bool, str]:
     mnt = _mount_id(real)
     if mnt is None:
         return False, f"cannot open {real}"
+    key = (mnt, real if _has_mounts_below(real) else None)
     with _LOCK:
-        hit = _PROBED.get(mnt)
+        hit = _PROBED.get(key)
     if hit is not None:
         return hit
     try:
@@ -136,7 +161,7 @@ def can_map(path: str) -> tuple[bool, str]:
     except (OSError, subprocess.TimeoutExpired) as exc:
         found = (False, f"probe failed: {exc}")
     with _LOCK:
-        _PROBED[mnt] = found
+        _PROBED[key] = found
     return found
 
 
