@@ -508,7 +508,8 @@ class SessionManager:
                           if os.path.isdir(os.path.expanduser(p)))))),
                     readable_paths=(staging.path, runtime),
                     socket_dir=channel.socket_dir, pass_fds=theirs,
-                    protected_paths=policy.protected, limits=limits)
+                    protected_paths=policy.protected, hidden_paths=policy.denied_paths,
+                    limits=limits)
                 child = engine.launcher.launch(spec)
             except BaseException:
                 for fd in (cmd_w, reply_r):

@@ -25,12 +25,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from execengine.config import Config
-from execengine.engine.core import Engine
-from execengine.isolation.detect import detect
-from execengine.isolation.uids import BASE_UID, SLOT_DIR
-
 from _workspace_helpers import (
     GROUP,
     USER,
@@ -42,6 +36,11 @@ from _workspace_helpers import (
     renamed_by_the_host,
     run_tests,
 )
+
+from execengine.config import Config
+from execengine.engine.core import Engine
+from execengine.isolation.detect import detect
+from execengine.isolation.uids import BASE_UID, SLOT_DIR
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),

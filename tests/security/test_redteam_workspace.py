@@ -89,9 +89,11 @@ def _as_found(work) -> dict[str, str]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root (the owner of the files differs)")
+@pytest.mark.parametrize("session", [None, "s"], ids=["one-shot", "session"])
 @pytest.mark.parametrize("owner", [0, USER], ids=["roots-project", "users-project"])
 @pytest.mark.parametrize("level", LEVEL)
-def test_git_protected_paths_and_credentials_stay_protected(level, owner, tmp_path):
+def test_git_protected_paths_and_credentials_stay_protected(level, owner, session, tmp_path):
+    """A one-shot script, and a session's cell (its kernel is launched alike)."""
     work = _project(tmp_path, owner)
     config = load_config(work / "execengine.yaml").with_overrides({
         "code_execution.isolation": level, "code_execution.min_isolation": level,
@@ -99,7 +101,7 @@ def test_git_protected_paths_and_credentials_stay_protected(level, owner, tmp_pa
         "policy.protected_paths": [str(work / "out" / "results.jsonl")],
         "files.denied_paths": [str(work / ".env")]})
     with Engine(config) as engine:
-        r = engine.execute(PROBE, cwd=str(work))
+        r = engine.execute(PROBE, cwd=str(work), session=session)
     assert r.status == "success", (r.error, r.output[-2000:], r.stderr[-2000:])
     res = json.loads(r.output.strip().splitlines()[-1])
     hooks = sorted(p.name for p in (work / ".git" / "hooks").iterdir())
