@@ -52,7 +52,7 @@ REPORT = detect()
 def levels(*names: str) -> list:
     return [pytest.param(lv, id=lv, marks=pytest.mark.skipif(
         not REPORT.levels.get(lv), reason=f"level {lv} unavailable: {REPORT.reasons.get(lv)}"))
-        for names_ in [names] for lv in names_]
+        for lv in names]
 
 
 REFACTOR = r"""
