@@ -16,7 +16,6 @@ definition). As the unprivileged owner itself (the engine's host runs as that ui
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -40,7 +39,7 @@ from _workspace_helpers import (
 from execengine.config import Config
 from execengine.engine.core import Engine
 from execengine.isolation.detect import detect
-from execengine.isolation.uids import BASE_UID, SLOT_DIR
+from tests.isolation._slots import another_slot_next
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
@@ -140,22 +139,6 @@ def test_a_refactoring_as_root_in_roots_project(level, tmp_path, reference):
     _expect_the_workflow(work, res, reference, (0, 0))
 
 
-def _hold_slot(uid: int) -> int | None:
-    """Lock the uid slot of ``uid`` (as a launcher does), so that the next execution runs
-    as another slot uid; None when it is not a slot uid."""
-    slot = uid - BASE_UID
-    if not 0 <= slot < 4096:
-        return None
-    fd = os.open(os.path.join(SLOT_DIR, f"{slot}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released by its launcher at the latest when closed
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
 @pytest.fixture
 def users_folder():
     """A folder the unprivileged owner can reach (``tmp_path`` is under root's 0700
@@ -181,13 +164,8 @@ def test_a_refactoring_as_root_in_a_users_project(level, users_folder, reference
     with Engine(_config(level)) as engine:
         res = _result(engine.execute(REFACTOR, cwd=str(work)))
     _expect_the_workflow(work, res, reference, (USER, GROUP))
-    held = _hold_slot(res["uid"])
-    try:
-        with Engine(_config(level)) as engine:
-            again = _result(engine.execute(AGAIN, cwd=str(work)))
-    finally:
-        if held is not None:
-            os.close(held)
+    with another_slot_next(res["uid"]), Engine(_config(level)) as engine:
+        again = _result(engine.execute(AGAIN, cwd=str(work)))
     assert again["uid"] != res["uid"], (res, again)  # another slot uid
     assert again["terminal"][0] == 0 and "recompiled" in again["terminal"][1], again
     assert (work / "notes" / "CHANGES.txt").read_text().endswith("by its command\nagain\n")
