@@ -14,22 +14,12 @@ negative control: the same moves succeed there.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from execengine.isolation.detect import detect
-
-from .conftest import ATTEMPT, level_engine, level_params
+from .conftest import ATTEMPT, binds, level_engine, level_params
 
 LEVEL = level_params()
-
-
-def binds(level: str) -> bool:
-    """Whether the level puts read-only binds over the protected paths: ``isolated``, and
-    ``restricted`` where its entry gets a mount namespace of its own (as root)."""
-    return level == "isolated" or (level == "restricted" and os.geteuid() == 0
-                                   and detect().has("namespaces"))
 
 MOVE_ASIDE = ATTEMPT + r"""
 def plant_git():

@@ -22,8 +22,7 @@ import pytest
 
 from execengine.confine.policy import gitlinks
 
-from .conftest import ATTEMPT, level_engine, level_params
-from .test_redteam_protected import binds
+from .conftest import ATTEMPT, binds, level_engine, level_params
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
