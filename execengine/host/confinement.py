@@ -21,6 +21,7 @@ from execengine.confine.beneath import is_beneath
 from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
+from execengine.confine.workdir import refuse_home
 from execengine.errors import SandboxError
 from execengine.fileops.paths import PathGuard
 from execengine.rpc.channel import make_socket_dir
@@ -48,6 +49,9 @@ def check_workdir(cwd: str, policy: ExecutionPolicy, guard: PathGuard | None = N
     if real in SYSTEM_FOLDERS or any(is_beneath(real, t) for t in SYSTEM_TREES):
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it is a "
                            "system folder (the sandbox would be granted write access to it)")
+    home = refuse_home(cwd, policy.allow_home)
+    if home is not None:
+        raise SandboxError(home)
     denied = (guard or PathGuard(policy.denied_paths)).reason(real)
     if denied is not None:
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it lies "

@@ -30,6 +30,7 @@ from execengine.confine.domains import DomainPolicy
 from execengine.confine.files import sandbox_may_enter
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
+from execengine.confine.workdir import refuse_home
 from execengine.errors import SandboxError, TerminalError
 from execengine.fileops.paths import PathGuard
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
@@ -230,6 +231,10 @@ class AgentSandbox:
         level = launcher.level if launcher is not None else "none"
         policy = ExecutionPolicy.for_execution(self.config, cwd=self.root,
                                                level=level)
+        home = refuse_home(self.root, policy.allow_home) if level != "none" else None
+        if home is not None:  # its commands would act there as the folder's owner
+            raise TerminalError(home.replace("a sandbox's working directory",
+                                             "the agent's sandboxed terminal's root"))
         if policy.network != "allowlist":
             return policy
         with self._lock:
