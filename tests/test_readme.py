@@ -11,6 +11,7 @@ from pathlib import Path
 
 from execengine.cli import build_parser
 from execengine.cli.config_cmd import reference_table
+from execengine.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -98,3 +99,12 @@ def test_the_speed_figures_are_those_of_docs_benchmarks():
     for figure in figures:
         assert re.search(rf"(?<![\d.]){re.escape(figure)}(?![\d])", measured), figure
     assert re.search(r"measured (\d{4}-\d\d-\d\d)", table)
+
+
+def test_the_config_example_is_valid(tmp_path):
+    example = re.search(r"```yaml\n(.*?)```", readme_part("Configuration"), re.S)
+    assert example is not None
+    path = tmp_path / "config.yaml"
+    path.write_text(example.group(1))
+    config = load_config(path)
+    assert config.code_execution.timeout == 120
