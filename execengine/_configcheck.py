@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import reprlib
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -19,6 +20,20 @@ from execengine.errors import ConfigError, did_you_mean
 
 #: ``fail(key, message)`` builds the error to raise (the loader adds file, line, column)
 Fail = Callable[[str, str], ConfigError]
+
+
+#: the most characters of a value an error message quotes
+SHOWN_CHARS = 200
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 120, 120
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 8
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` for a message, at most :data:`SHOWN_CHARS` characters whatever the
+    value (a list an alias bomb expanded, a megabyte string): never builds the whole."""
+    text = _REPR.repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
 
 
 def _plain(key: str, message: str) -> ConfigError:
@@ -75,18 +90,18 @@ def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any],
     if meta.get("string_map"):
         if not isinstance(value, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            raise fail(key, f"expected a mapping of strings, got {value!r}")
+            raise fail(key, f"expected a mapping of strings, got {shown(value)}")
         for k, v in value.items():
             bad = bad_placeholder(v)
             if bad:
                 raise fail(f"{key}.{k}", f"${{...}} must hold an environment variable "
-                                         f"name, got {bad!r}")
+                                         f"name, got {shown(bad)}")
         return value
     if meta.get("named"):
         cls = meta["named"]
         if not isinstance(value, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, cls) for k, v in value.items()):
-            raise fail(key, f"expected a mapping of names to {cls.__name__}, got {value!r}")
+            raise fail(key, f"expected a mapping of names to {cls.__name__}, got {shown(value)}")
         return value
     optional, base = unwrap_optional(hint)
     if value is None:
@@ -97,35 +112,35 @@ def check_value(key: str, value: Any, hint: Any, f: dataclasses.Field[Any],
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise fail(key, f"expected a list of strings, got {value!r}")
+            raise fail(key, f"expected a list of strings, got {shown(value)}")
         return tuple(value)
     choices = choices_of(hint)
     if choices is not None:
         if value not in choices:
-            shown = ", ".join(repr(c) if c is not None else "null" for c in choices)
+            allowed = ", ".join(repr(c) if c is not None else "null" for c in choices)
             suggestion = (did_you_mean(value, [c for c in choices if c])
-                          if isinstance(value, str) else "")
-            raise fail(key, f"expected one of {shown}, got {value!r}{suggestion}")
+                          if isinstance(value, str) and len(value) <= SHOWN_CHARS else "")
+            raise fail(key, f"expected one of {allowed}, got {shown(value)}{suggestion}")
         return value
     if base is bool:
         if not isinstance(value, bool):
-            raise fail(key, f"expected true or false, got {value!r}")
+            raise fail(key, f"expected true or false, got {shown(value)}")
     elif base is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(key, f"expected an integer, got {value!r}")
+            raise fail(key, f"expected an integer, got {shown(value)}")
     elif base is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(key, f"expected a number, got {value!r}")
+            raise fail(key, f"expected a number, got {shown(value)}")
         value = float(value)
         if not math.isfinite(value):
-            raise fail(key, f"expected a finite number, got {value!r}")
+            raise fail(key, f"expected a finite number, got {shown(value)}")
     elif base is str and not isinstance(value, str):
-        raise fail(key, f"expected a string, got {value!r}")
+        raise fail(key, f"expected a string, got {shown(value)}")
     low, high = meta.get("min"), meta.get("max")
     if low is not None and value < low:
-        raise fail(key, f"must be >= {low}, got {value!r}")
+        raise fail(key, f"must be >= {low}, got {shown(value)}")
     if high is not None and value > high:
-        raise fail(key, f"must be <= {high}, got {value!r}")
+        raise fail(key, f"must be <= {high}, got {shown(value)}")
     return value
 
 

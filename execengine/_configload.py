@@ -2,7 +2,10 @@
 
 YAML is composed into nodes first so every error can name the line and column of the *key*
 at fault; values are then checked against the option declarations (types, choices, ranges,
-unknown keys with a close-match suggestion, duplicate keys). The root class is passed in
+unknown keys with a close-match suggestion, duplicate keys). Every problem of the file is
+reported at once (one :class:`ConfigError` listing them). Composing is bounded
+(:mod:`execengine._yamlbound`: nesting depth, values once aliases are expanded), and a
+message quotes at most a few hundred characters of a value. The root class is passed in
 (``load(path, Config)``), so this module does not import :mod:`execengine.config`.
 """
 
@@ -17,7 +20,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from execengine._configcheck import bad_placeholder, check_value, field_types
+from execengine._configcheck import bad_placeholder, check_value, field_types, shown
+from execengine._yamlbound import compose
 from execengine.errors import ConfigError, did_you_mean
 
 C = TypeVar("C")
@@ -56,9 +60,9 @@ def load(path: str | Path | None, root: type[C]) -> C:
 
 
 def parse(text: str, root: type[C], *, source: str = "<string>") -> C:
-    """Validate YAML text into ``root`` (``ConfigError`` on any problem)."""
+    """Validate YAML text into ``root``; ``ConfigError`` listing every problem."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose(text, source)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         raise ConfigError(
@@ -73,7 +77,11 @@ def parse(text: str, root: type[C], *, source: str = "<string>") -> C:
         return root(source=source)  # type: ignore[call-arg]
     data = _Located(node, source)
     origins: dict[str, str] = {}
-    values = _build(root, data, "", source, origins)
+    problems: list[ConfigError] = []
+    values = _build(root, data, "", source, origins, problems)
+    if problems:  # in the order of the file
+        problems.sort(key=lambda p: (p.line or 0, p.column or 0))
+        raise ConfigError.several(problems, path=source)
     return root(**values, source=source, origins=origins)  # type: ignore[call-arg]
 
 
@@ -91,18 +99,22 @@ class _Located:
     def error(self, key: str, message: str) -> ConfigError:
         return ConfigError(message, path=self.source, key=key, line=self.line, column=self.column)
 
-    def mapping(self, key: str) -> dict[str, _Located]:
+    def mapping(self, key: str, problems: list[ConfigError]) -> dict[str, _Located]:
+        """The entries of a mapping; a key that is not a plain string or repeats one is a
+        problem and skipped. Not a mapping: ``ConfigError``."""
         if not isinstance(self.node, yaml.MappingNode):
             raise self.error(key or "<top level>", f"expected a mapping, got {self._kind()}")
         out: dict[str, _Located] = {}
         for knode, vnode in self.node.value:
             if not isinstance(knode, yaml.ScalarNode):
-                raise _Located(knode, self.source).error(key, "keys must be plain strings")
+                problems.append(_Located(knode, self.source).error(
+                    key or "<top level>", "keys must be plain strings"))
+                continue
             name = knode.value
             if name in out:
-                raise _Located(knode, self.source).error(
-                    _join(key, name), "duplicate key (it appears earlier in the same mapping)"
-                )
+                problems.append(_Located(knode, self.source).error(
+                    _join(key, name), "duplicate key (it appears earlier in the same mapping)"))
+                continue
             out[name] = _Located(vnode, self.source, at=knode)
         return out
 
@@ -118,80 +130,109 @@ class _Located:
             return "a mapping"
         if isinstance(self.node, yaml.SequenceNode):
             return "a list"
-        return f"{self.scalar()!r}"
+        return shown(self.scalar())
 
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _build(
-    cls: type, data: _Located, prefix: str, source: str, origins: dict[str, str]
-) -> dict[str, Any]:
+def _build(cls: type, data: _Located, prefix: str, source: str, origins: dict[str, str],
+           problems: list[ConfigError]) -> dict[str, Any]:
+    """The checked values of one section; each problem is added to ``problems`` and its
+    key left out (the caller builds nothing from a section that had one)."""
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     hints = field_types(cls)
     values: dict[str, Any] = {}
-    for name, item in data.mapping(prefix).items():
+    try:
+        entries = data.mapping(prefix, problems)
+    except ConfigError as exc:
+        problems.append(exc)
+        return values
+    for name, item in entries.items():
         key = _join(prefix, name)
         f = fields.get(name)
-        if f is None:
-            hint = did_you_mean(name, fields)
-            valid = ", ".join(sorted(fields))
-            raise item.error(key, f"unknown key{hint}; valid keys here: {valid}")
-        if f.metadata.get("section"):
-            if item.node.tag == "tag:yaml.org,2002:null":
-                continue
-            sub = hints[name]
-            values[name] = sub(**_build(sub, item, key, source, origins))
-        elif f.metadata.get("named"):
-            values[name] = _build_named(f.metadata["named"], item, key, source, origins)
-        elif f.metadata.get("string_map"):
-            values[name] = _string_map(item, key, source, origins)
-        else:
-            values[name] = check_value(key, item.scalar(), hints[name], f, item.error)
-            origins[key] = f"{source}:{item.line}"
+        try:
+            if f is None:
+                hint = did_you_mean(name, fields)
+                valid = ", ".join(sorted(fields))
+                raise item.error(key, f"unknown key{hint}; valid keys here: {valid}")
+            if f.metadata.get("section"):
+                if item.node.tag == "tag:yaml.org,2002:null":
+                    continue
+                sub = hints[name]
+                before = len(problems)
+                sub_values = _build(sub, item, key, source, origins, problems)
+                if len(problems) == before:
+                    values[name] = _make(sub, sub_values, item, key)
+            elif f.metadata.get("named"):
+                values[name] = _build_named(f.metadata["named"], item, key, source, origins,
+                                            problems)
+            elif f.metadata.get("string_map"):
+                values[name] = _string_map(item, key, source, origins, problems)
+            else:
+                values[name] = check_value(key, item.scalar(), hints[name], f, item.error)
+                origins[key] = f"{source}:{item.line}"
+        except ConfigError as exc:
+            problems.append(exc)
     return values
+
+
+def _make(cls: type, values: dict[str, Any], item: _Located, key: str) -> Any:
+    """``cls(**values)``; a rule across its options that fails points at ``item``."""
+    try:
+        return cls(**values)
+    except ConfigError as exc:
+        if exc.line is not None:
+            raise
+        raise item.error(exc.key or key, exc.reason) from None
 
 
 #: names of entries in named sections (mcp_servers.<name>)
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-def _build_named(
-    cls: type, data: _Located, prefix: str, source: str, origins: dict[str, str]
-) -> dict[str, Any]:
+def _build_named(cls: type, data: _Located, prefix: str, source: str,
+                 origins: dict[str, str], problems: list[ConfigError]) -> dict[str, Any]:
     if data.node.tag == "tag:yaml.org,2002:null":
         return {}
     out: dict[str, Any] = {}
-    for name, item in data.mapping(prefix).items():
+    for name, item in data.mapping(prefix, problems).items():
         key = _join(prefix, name)
         if not _NAME.fullmatch(name):
-            raise item.error(key, "names here are letters, digits, '_' and '-' "
-                                  f"(at most 64), got {name!r}")
-        values = _build(cls, item, key, source, origins)
+            problems.append(item.error(key, "names here are letters, digits, '_' and '-' "
+                                            f"(at most 64), got {shown(name)}"))
+            continue
+        before = len(problems)
+        values = _build(cls, item, key, source, origins, problems)
+        if len(problems) > before:
+            continue
         try:
             out[name] = cls(**values)
         except ConfigError as exc:  # a rule across options: point at the entry
-            raise item.error(key, exc.reason) from None
+            problems.append(item.error(key, exc.reason))
+            continue
         origins.setdefault(key, f"{source}:{item.line}")
     return out
 
 
-def _string_map(data: _Located, prefix: str, source: str,
-                origins: dict[str, str]) -> dict[str, str]:
+def _string_map(data: _Located, prefix: str, source: str, origins: dict[str, str],
+                problems: list[ConfigError]) -> dict[str, str]:
     if data.node.tag == "tag:yaml.org,2002:null":
         return {}
     out: dict[str, str] = {}
-    for name, item in data.mapping(prefix).items():
+    for name, item in data.mapping(prefix, problems).items():
         key = _join(prefix, name)
         value = item.scalar()
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise item.error(key, f"expected a string, got {value!r}")
-        out[name] = str(value)
-        bad = bad_placeholder(out[name])
+            problems.append(item.error(key, f"expected a string, got {shown(value)}"))
+            continue
+        bad = bad_placeholder(str(value))
         if bad:
-            raise item.error(key, f"${{...}} must hold an environment variable name, "
-                                  f"got {bad!r}")
+            problems.append(item.error(key, f"${{...}} must hold an environment variable "
+                                            f"name, got {shown(bad)}"))
+            continue
+        out[name] = str(value)
         origins[key] = f"{source}:{item.line}"
     origins[prefix] = f"{source}:{data.line}"
     return out

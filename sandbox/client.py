@@ -27,6 +27,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import threading
 import time
 
@@ -70,6 +71,10 @@ _CALL_HEAD = f'{{"v": {PROTOCOL_VERSION}, "type": "call", "id": "'
 _quote = json.encoder.encode_basestring_ascii
 #: decodes one JSON value at the start of a string, in C; see :func:`_loads`
 _scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+#: the request id near the start of a reply that cannot be decoded (ours are digits; the
+#: host writes the id ahead of the result), see :meth:`RpcClient._unreadable`
+_REPLY_ID = re.compile(rb'"id"\s*:\s*"(\d{1,20})"')
+_REPLY_HEAD = 256
 
 
 def _loads(text: str) -> Any:
@@ -170,7 +175,7 @@ class _AsyncWaiter:
 
 
 def _host_reported(msg: dict[str, Any]) -> str:
-    """The failure of a connection whose host sent an error without a request id."""
+    """The failure of a connection whose host refused it."""
     return "protocol error: the host reported {}".format(msg.get("error", msg))
 
 
@@ -216,6 +221,9 @@ class RpcClient:
         self._pending: dict[str, _Waiter | _AsyncWaiter] = {}
         self._ids = itertools.count(1)
         self._failure: str | None = None
+        #: replies that could not be decoded or were errors naming no call (each failed
+        #: the call it named, or the calls in flight; never the connection)
+        self.bad_replies = 0
         self._closed = False
         self._reader: threading.Thread | None = None
         # the read role (see the module docstring): its holder, and when it was last given up
@@ -308,19 +316,27 @@ class RpcClient:
             conn.close()
             raise
 
+    @classmethod
+    def _parse(cls, frames: list[bytes]) -> dict[str, Any]:
+        msg = cls._decode(frames)
+        if isinstance(msg, str):
+            raise ToolCallError(msg)
+        return msg
+
     @staticmethod
-    def _parse(frames: list[bytes]) -> dict[str, Any]:
+    def _decode(frames: list[bytes]) -> dict[str, Any] | str:
+        """A message from the host, or what is wrong with it."""
         if len(frames) != 1:
-            raise ToolCallError(f"protocol error: host sent a {len(frames)}-frame message")
+            return f"protocol error: host sent a {len(frames)}-frame message"
         try:
             msg = _loads(frames[0].decode("utf-8"))
-        except ValueError:
-            raise ToolCallError("protocol error: host sent a message that is not JSON") from None
+        except (ValueError, RecursionError):
+            return "protocol error: host sent a message that is not JSON"
         if not isinstance(msg, dict):
-            raise ToolCallError("protocol error: host sent JSON that is not an object")
+            return "protocol error: host sent JSON that is not an object"
         if msg.get("v") != PROTOCOL_VERSION:
-            raise ToolCallError(f"protocol error: host speaks protocol version {msg.get('v')!r},"
-                                f" expected {PROTOCOL_VERSION}")
+            return (f"protocol error: host speaks protocol version {msg.get('v')!r},"
+                    f" expected {PROTOCOL_VERSION}")
         return msg
 
     def start(self) -> threading.Thread:
@@ -346,14 +362,14 @@ class RpcClient:
             found = conn.peek(idle)
             if found is None:
                 return True
-            msg = self._parse(found[0])
-            ok = self._dispatch(msg)
+            msg = self._decode(found[0])
+            ok = self._unreadable(found[0], msg) if isinstance(msg, str) else self._dispatch(msg)
             conn.consume(found[1])
             if ok:
                 if self._batch and not conn.has_frame():
                     self._flush()
                 return True
-            reason = _host_reported(msg)
+            reason = msg if isinstance(msg, str) else _host_reported(msg)
         except (zmtp.ZmtpError, ToolCallError) as exc:
             reason = self._why_broken(exc)
         self._fail_all(reason)
@@ -454,8 +470,10 @@ class RpcClient:
                     conn.pull(found)
                     continue
                 frames, pos = found
-                msg = self._parse(frames)
-                if not self._dispatch(msg):
+                msg = self._decode(frames)
+                if isinstance(msg, str):
+                    self._unreadable(frames, msg)
+                elif not self._dispatch(msg):
                     raise ToolCallError(_host_reported(msg))
             conn.ping()
         except (zmtp.ZmtpError, ToolCallError) as exc:
@@ -497,10 +515,16 @@ class RpcClient:
             conn.close()
 
     def _dispatch(self, msg: dict[str, Any]) -> bool:
-        """Hand a reply to its waiter; False when the connection cannot go on."""
+        """Hand a reply to its waiter; False when the connection cannot go on (the host
+        denied it). An error that names no call fails the calls in flight, not the
+        connection (see :meth:`_bad_reply`); other messages without an id are ignored."""
         req_id = msg.get("id")
         if req_id is None:
-            return msg.get("type") not in ("error", "denied")
+            if msg.get("type") == "denied":
+                return False
+            if msg.get("type") == "error":
+                self._bad_reply(_host_reported(msg))
+            return True
         # the waiter leaves the table only once it has the reply, so the same message
         # handed on again (see _read_one) still finds it, or finds nothing to do
         with self._pending_lock:
@@ -514,11 +538,37 @@ class RpcClient:
             self._pending.pop(req_id, None)
         return True
 
-    def _fail_all(self, reason: str) -> None:
+    def _unreadable(self, frames: list[bytes], problem: str) -> bool:
+        """A reply that cannot be decoded: the call it names fails with ``problem``, and the
+        connection goes on. Handed on again after an interruption, it finds nobody
+        waiting: a no-op."""
+        found = _REPLY_ID.search(frames[0], 0, _REPLY_HEAD) if frames else None
+        if found is None:
+            self._bad_reply(problem)
+            return True
+        self.bad_replies += 1
+        req_id = found.group(1).decode("ascii")
+        with self._pending_lock:
+            waiter = self._pending.get(req_id)
+        if waiter is not None:
+            waiter.fail(ToolCallError(problem))
+            self._pending.pop(req_id, None)
+        return True
+
+    def _bad_reply(self, problem: str) -> None:
+        """A bad reply that names no call: whichever call it answered will never get
+        another, so every call in flight fails with ``problem`` (a reply of theirs that
+        comes after all finds nobody waiting). The connection goes on: later calls work."""
+        self.bad_replies += 1
+        self._fail_all(problem, final=False)
+
+    def _fail_all(self, reason: str, final: bool = True) -> None:
+        """Fail every call in flight; ``final``: and every later one (the connection is
+        over)."""
         if self._batch:  # what was read is delivered first
             self._flush()
         with self._pending_lock:
-            if self._failure is None:
+            if final and self._failure is None:
                 self._failure = reason
             waiters = list(self._pending.values())
             self._pending.clear()
@@ -543,6 +593,9 @@ class RpcClient:
         except (TypeError, ValueError) as exc:
             raise TypeError(
                 f"arguments for tool {name!r} are not JSON-serialisable: {exc}") from None
+        except RecursionError:  # the host would refuse far less deep (64 levels)
+            raise ToolCallError(f"the arguments of the call to {name!r} nest too deeply "
+                                "to encode; nothing was sent") from None
         limit = self.max_message_bytes
         if limit is not None and len(payload) > limit:
             # the host would drop the whole connection; refuse this call only

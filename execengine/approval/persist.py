@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from execengine._yamlbound import compose
 from execengine.config import parse_config
 from execengine.errors import ConfigError
 
@@ -43,7 +44,7 @@ def _line_end(text: str, index: int) -> int:
 
 def add_entry(text: str, description: str) -> str:
     """``text`` with ``description`` appended to ``approvals.command_allowlist``."""
-    root = yaml.compose(text, Loader=yaml.SafeLoader) if text.strip() else None
+    root = compose(text) if text.strip() else None  # bounded: the file may be hostile
     item = _item(description)
     if root is not None and not isinstance(root, yaml.MappingNode):
         raise ConfigError("the top level of the config file is not a mapping")

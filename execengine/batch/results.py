@@ -3,8 +3,10 @@
 Opening a :class:`ResultWriter` on an existing file resumes it: the records already there
 name the tasks that are done (by ``id``; an ``invalid`` record by its ``line``, so a fixed
 line runs on the next pass). A last line cut short (the previous run was killed mid-write)
-is dropped; the file is truncated back to its last complete record before appending. Each
-record is flushed as it is written, so a stopped run loses nothing it finished.
+is dropped; the file is truncated back to its last complete record before appending. A
+last line that is a whole record but lacks its newline (an editor, a copy) counts: its
+task is not run again, and the newline is added before the next record. Each record is
+flushed as it is written, so a stopped run loses nothing it finished.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class Done:
     records: int = 0
     #: bytes of a cut-off last line that were dropped
     dropped_bytes: int = 0
+    #: the last record has no newline after it (one is written before the next record)
+    unterminated: bool = False
 
     def covers(self, item: Task | InvalidLine) -> bool:
         if isinstance(item, Task):
@@ -53,16 +57,19 @@ def scan(path: str) -> tuple[Done, int]:
         offset = 0
         for number, raw in enumerate(f, start=1):
             offset += len(raw)
-            if not raw.endswith(b"\n"):
-                done.dropped_bytes = len(raw)  # the last line, cut short
-                break
-            good_end = offset
+            last = not raw.endswith(b"\n")
             try:
                 record = json.loads(raw)
                 rid, status = record.get("id"), record.get("status")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
+                if last:  # the last line, cut short
+                    done.dropped_bytes = len(raw)
+                    break
                 log.warning("%s:%d: not a result record; ignored", path, number)
+                good_end = offset
                 continue
+            good_end = offset
+            done.unterminated = last
             done.records += 1
             if status == INVALID:
                 if isinstance(record.get("line"), int):
@@ -85,6 +92,9 @@ class ResultWriter:
             self._file: IO[str] | None = open(path, "a+", encoding="utf-8")  # noqa: SIM115
             self._file.truncate(end)
             self._file.seek(end)
+            if self.done.unterminated:
+                self._file.write("\n")
+                self._file.flush()
             st = os.fstat(self._file.fileno())
         except OSError as exc:
             raise BatchError(f"cannot write results file {path}: {exc}") from exc

@@ -6,9 +6,11 @@ A task line is a JSON object::
      "timeout": 30, "mode": "strict", "session": "s1", "retry_safe": true, "meta": {...}}
 
 ``id`` and ``code`` are required; ``meta`` is any JSON value, echoed into the result. A line
-that is not such an object (bad JSON, a missing or mistyped key, an unknown key, an id seen
-before) becomes an :class:`InvalidLine` carrying the line number and the reason: it is
-reported as a result and never stops the batch. The reader streams: it never holds the file.
+that is not such an object (bad JSON, nested deeper than :data:`MAX_DEPTH` levels, a missing
+or mistyped key, an unknown key, an id seen before) becomes an :class:`InvalidLine` carrying
+the line number and the reason: it is reported as a result and never stops the batch. The
+depth is checked before the line is decoded (a line 1,100 levels deep was a RecursionError
+that ended the batch, on every rerun). The reader streams: it never holds the file.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from execengine.config import MAX_TIMEOUT, is_timeout
+from execengine.rpc.protocol import too_deep
 
 MODES = ("project", "strict")
 KEYS = ("id", "code", "cwd", "toolsets", "timeout", "mode", "session", "retry_safe", "meta")
+#: deepest nesting of a task line (the object itself is one level; ``meta`` gets the rest)
+MAX_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -126,10 +131,17 @@ def read_tasks(path: str) -> Iterator[Task | InvalidLine]:
         for number, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
+            deep = too_deep(raw, MAX_DEPTH, noun="the line")
+            if deep is not None:
+                yield InvalidLine(number, f"line {number}: {deep}")
+                continue
             try:
                 value = json.loads(raw)
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 yield InvalidLine(number, f"line {number}: not valid JSON: {exc}")
+                continue
+            except RecursionError:  # not reached past the depth check; never the batch's end
+                yield InvalidLine(number, f"line {number}: nested too deeply to decode")
                 continue
             item = parse_task(value, number)
             if isinstance(item, Task):

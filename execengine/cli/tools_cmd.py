@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from execengine.cli._common import print_json, registry_from, table
-from execengine.mcp.manager import SERVICE
 
 #: columns ``tools`` fits in (the AVAILABLE column wraps)
 WIDTH = 100
@@ -36,7 +35,7 @@ def mcp_status(reg: Any) -> list[dict[str, Any]]:
     """Each configured MCP server's state (empty without MCP servers)."""
     if not reg.config.mcp_servers:
         return []
-    manager = reg.service(SERVICE, lambda r: None)
+    manager = reg.services.mcp
     if manager is None:
         return []
     return [vars(s) for s in manager.status()]

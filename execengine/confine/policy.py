@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from execengine.confine.beneath import is_beneath
-from execengine.confine.recent import recent, where
+from execengine.recent import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -240,16 +240,16 @@ class ExecutionPolicy:
 
     @classmethod
     def for_execution(cls, config: Config, *, cwd: str, level: str,
-                      extra_writable: Iterable[str] = (), agent: bool = False
-                      ) -> ExecutionPolicy:
+                      extra_writable: Iterable[str] = (), agent: bool = False,
+                      local: bool = True) -> ExecutionPolicy:
         """The policy of a script running at ``level`` in ``cwd`` (``agent``: the policy
-        of the agent's own calls, confined only with ``policy.agent_calls: confined``)."""
+        of the agent's own calls, confined only with ``policy.agent_calls: confined``;
+        ``local=False``: the script and its tools act on another machine, which has no
+        roots of this host and no sandbox layers of ours, see docs/remote.md)."""
         pc = config.policy
         if agent:
             confined = pc.agent_calls == "confined"
-        elif level == "ssh":
-            # the script and its tools act on a remote, which has no roots of this host
-            # and no sandbox layers of ours (see docs/remote.md)
+        elif not local:
             confined = False
         else:
             confined = not pc.tools_leave_roots and (level != "none" or pc.confine_at_none)

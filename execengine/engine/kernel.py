@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from execengine.engine import cellsweep
-from execengine.engine.capture import OutputCapture
 from execengine.launch.base import Child
+from execengine.launch.capture import OutputCapture
 
 #: how often a running cell looks at its interrupt flag
 TICK = 0.05

@@ -8,7 +8,7 @@ named directly in the list are also recognised by inode, which catches hard link
 
 Building a guard resolves every denied path (18 of them by default: about 0.8 ms here, half
 of a small ``read_file``), and every file tool call needs one: :meth:`PathGuard.from_config`
-reuses a guard built from the same list for a second (:data:`execengine.confine.recent.
+reuses a guard built from the same list for a second (:data:`execengine.recent.
 TTL`), so what it resolved is at most that old.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from execengine.confine.files import FileConfinement
-from execengine.confine.recent import recent, where
 from execengine.errors import FileOpError
+from execengine.recent import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config

@@ -40,7 +40,6 @@ import uuid
 from typing import IO, TYPE_CHECKING, Any
 
 from execengine._runtime import runtime_module
-from execengine.confine.recent import real_paths
 from execengine.errors import IsolationError, SandboxError
 from execengine.hostdirs import owner_tag
 from execengine.isolation import acl, cgroups, leftovers, mounts
@@ -51,6 +50,7 @@ from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
 from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
+from execengine.recent import real_paths
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -59,10 +59,10 @@ class Invalid(NamedTuple):
 Message = Hello | Call | Invalid
 
 
-def too_deep(frame: bytes, limit: int = MAX_DEPTH) -> str | None:
-    """Why ``frame`` nests too deeply to be decoded, or None. Strings are skipped, so
-    brackets inside them do not count; everything runs in C but one pass over the
-    brackets, which :data:`MAX_BRACKETS` bounds."""
+def too_deep(frame: bytes, limit: int = MAX_DEPTH, noun: str = "message") -> str | None:
+    """Why ``frame`` (a ``noun``: a message, a task line) nests too deeply to be decoded,
+    or None. Strings are skipped, so brackets inside them do not count; everything runs
+    in C but one pass over the brackets, which :data:`MAX_BRACKETS` bounds."""
     if frame.count(b"[") + frame.count(b"{") <= limit:
         return None  # fast path: not even that many opening brackets anywhere
     # Escapes out first (backslash pairs, then backslash-quote, left to right as JSON reads
@@ -73,24 +73,69 @@ def too_deep(frame: bytes, limit: int = MAX_DEPTH) -> str | None:
     plain = frame.replace(b"\\\\", b"").replace(b'\\"', b"")
     brackets = _PLAIN_STRING.sub(b"", plain).translate(None, _NOT_BRACKETS)
     if len(brackets) > MAX_BRACKETS:
-        return f"message has more than {MAX_BRACKETS} nested values"
+        return f"{noun} has more than {MAX_BRACKETS} nested values"
     steps = array("b")  # signed bytes: +1 for an opening bracket, -1 (0xff) closing
     steps.frombytes(brackets.translate(_STEP))
     depth = max(accumulate(steps), default=0)
     if depth > limit:
-        return f"message nests deeper than {limit} levels"
+        return f"{noun} nests deeper than {limit} levels"
+    return None
+
+
+#: a top-level ``"id"`` key, what follows it up to its value (see :func:`request_id`)
+_ID_KEY = b'"id"'
+_ID_VALUE = re.compile(rb'\s*:\s*(?:"([^"\\]{1,%d})"|(-?\d{1,%d}))\s*(?:[,}]|$)'
+                       % (4 * MAX_ID_CHARS, MAX_ID_CHARS))
+#: top-level ``"id"`` candidates looked at (each costs a scan of the frame before it)
+_ID_TRIES = 8
+
+
+def request_id(frame: bytes) -> str | None:
+    """The id of a request that cannot be decoded (nested too deeply, not JSON), so that
+    its error reply names it and the client fails that one call, not its connection.
+
+    Best effort, without decoding: the first ``"id"`` key at the top level of the object
+    whose value is a plain string (no escapes) or an integer. Every step runs in C: an
+    occurrence of ``"id"`` is at the top level when the brackets before it, outside
+    strings, leave exactly one open (strings are found as :func:`too_deep` finds them,
+    escapes first). In valid JSON a ``"id"`` outside a string is always a string token.
+    """
+    if frame.lstrip()[:1] != b"{":
+        return None
+    # escaped backslashes and quotes made harmless, offsets kept
+    plain = frame.replace(b"\\\\", b"__").replace(b'\\"', b"__")
+    pos = -1
+    for _ in range(_ID_TRIES):
+        pos = plain.find(_ID_KEY, pos + 1)
+        if pos < 0:
+            return None
+        before = _PLAIN_STRING.sub(b"", plain[:pos])
+        if before.count(b'"'):
+            continue  # inside a string after all (an unterminated one before it)
+        opened = before.count(b"{") + before.count(b"[")
+        if opened - before.count(b"}") - before.count(b"]") != 1:
+            continue
+        value = _ID_VALUE.match(frame, pos + len(_ID_KEY))
+        if value is None:
+            continue
+        text, number = value.groups()
+        try:
+            return _valid_id(text.decode("utf-8") if text is not None else int(number))
+        except UnicodeDecodeError:
+            return None
     return None
 
 
 def parse(frame: bytes) -> Message:
-    """Decode one application frame; never raises."""
+    """Decode one application frame; never raises. A frame that cannot be decoded is
+    :class:`Invalid` with the id :func:`request_id` finds in it."""
     try:
         deep = too_deep(frame)
         if deep is not None:
-            return Invalid(deep)
+            return Invalid(deep, request_id(frame))
         obj = _loads(frame.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
-        return Invalid(f"message is not UTF-8 JSON: {type(exc).__name__}")
+        return Invalid(f"message is not UTF-8 JSON: {type(exc).__name__}", request_id(frame))
     if not isinstance(obj, dict):
         return Invalid(f"message must be a JSON object, got {type(obj).__name__}")
     raw_id = obj.get("id")

@@ -696,7 +696,8 @@ class RpcServer:
             self._greet(conn, msg.parts)
             return
         if len(msg.parts) != 1:
-            conn.reply(protocol.error(None, "a message must be a single frame"))
+            conn.reply(protocol.error(protocol.request_id(msg.parts[0]),
+                                      "a message must be a single frame"))
             return
         parsed = protocol.parse(msg.parts[0])
         if isinstance(parsed, protocol.Invalid):

@@ -39,6 +39,32 @@ def test_batch_runs_locally_and_resumes(capsys, tmp_path, config, no_leftover_ch
     assert len(out.read_text().splitlines()) == 3
 
 
+def test_a_deep_line_is_invalid_the_others_run_and_reruns_skip_them(
+        capsys, tmp_path, config, no_leftover_children):
+    """Issue 40: a line nested 1,100 levels deep ended the batch with a RecursionError on
+    every rerun; a complete last record without its newline was run again on resume."""
+    tasks, out = tmp_path / "t.jsonl", tmp_path / "r.jsonl"
+    deep = '{"id": "deep", "code": "print(1)", "meta": ' + "[" * 1100 + "]" * 1100 + "}"
+    tasks.write_text(json.dumps({"id": "a", "code": "print('A')"}) + "\n" + deep + "\n"
+                     + json.dumps({"id": "b", "code": "print('B')"}) + "\n")
+    argv = ["--config", config, "batch", str(tasks), "--out", str(out), "--concurrency", "2",
+            "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["counts"] == {"success": 2, "invalid": 1}
+    recs = {r["line"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert recs[2]["status"] == "invalid" and "nests deeper than 100 levels" in recs[2]["error"]
+    assert recs[1]["output"] == "A\n" and recs[3]["output"] == "B\n"
+    # the results file loses its final newline (an editor, a copy): nothing runs again
+    out.write_bytes(out.read_bytes().rstrip(b"\n"))
+    tasks.write_text(tasks.read_text() + json.dumps({"id": "c", "code": "print('C')"}) + "\n")
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["counts"] == {"success": 1} and summary["skipped"] == 3
+    lines = out.read_text().splitlines()
+    assert sorted(json.loads(line)["line"] for line in lines) == [1, 2, 3, 4]
+
+
 def test_bad_arguments_are_clear_errors(capsys, tmp_path, config):
     out = str(tmp_path / "r.jsonl")
     assert main(["--config", config, "batch", str(tmp_path / "none.jsonl"), "--out", out]) == 2

@@ -81,3 +81,18 @@ def test_a_results_file_moved_while_written_is_an_error_at_close(tmp_path):
     with pytest.raises(BatchError, match="was moved or replaced while the batch ran"):
         writer.close()
     assert json.loads((tmp_path / "moved.jsonl").read_text())["id"] == "a"
+
+
+def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
+    """Before, it was taken for a line cut short: dropped, and its task ran again."""
+    out = tmp_path / "r.jsonl"
+    with ResultWriter(str(out)) as w:
+        w.write(outcome("a"))
+        w.write(outcome("b"))
+    out.write_bytes(out.read_bytes().rstrip(b"\n"))
+    with ResultWriter(str(out)) as w:
+        assert w.done.ids == {"a", "b"} and w.done.dropped_bytes == 0
+        assert not w.done.covers(Task("c", "x"))
+        w.write(outcome("c"))
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["a", "b", "c"]
+    assert out.read_text().endswith("}\n")

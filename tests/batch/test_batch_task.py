@@ -79,3 +79,17 @@ def test_reader_is_lazy(tmp_path):
     with open(path, "a") as f:  # lines appended after the reader started are still read
         f.write(json.dumps({"id": "b", "code": "2"}) + "\n")
     assert [t.id for t in it] == ["a", "b"]
+
+
+@pytest.mark.parametrize("depth", [100, 1_100, 100_000])
+def test_a_line_nested_too_deeply_is_invalid_and_the_others_are_read(tmp_path, depth):
+    """Checked before decoding: 1,100 levels was a RecursionError out of the reader (the
+    batch ended, on every rerun); 99 levels of ``meta`` are fine."""
+    deep = '{"id": "deep", "code": "", "meta": ' + "[" * depth + "]" * depth + "}"
+    fits = '{"id": "fits", "code": "", "meta": ' + "[" * 99 + "]" * 99 + "}"
+    path = tmp_path / "t.jsonl"
+    path.write_text(f'{{"id": "a", "code": "1"}}\n{deep}\n{fits}\n')
+    items = list(read_tasks(str(path)))
+    assert [type(i).__name__ for i in items] == ["Task", "InvalidLine", "Task"]
+    assert items[1].line == 2
+    assert items[1].reason == "line 2: the line nests deeper than 100 levels"

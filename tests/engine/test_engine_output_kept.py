@@ -47,11 +47,13 @@ def _set_when_exists(path: Path, event: threading.Event) -> threading.Thread:
 
 
 @pytest.mark.parametrize("engine", LEVELS, indirect=True)
-def test_output_before_a_timeout_is_kept(engine):
+def test_output_before_a_timeout_is_kept(engine, tmp_path):
     level = engine.launcher.level
     code = (f"import time\nprint('start', {PRESTARTED})\nprint('partial', end='')\n"
             "time.sleep(60)\n")
-    result = engine.execute(code, timeout=4)
+    # in a folder of its own: a working directory holding the interpreter's site (an
+    # editable install's checkout) is never given a pre-started interpreter
+    result = engine.execute(code, timeout=4, cwd=str(tmp_path))
     assert result.status == "timeout"
     first, _, rest = result.output.partition("\n")
     # at isolated the script ran where the setting had to come from the start-up

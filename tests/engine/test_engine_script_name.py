@@ -29,8 +29,10 @@ def engine(request):
 
 
 @pytest.mark.parametrize("engine", LEVELS, indirect=True)
-def test_a_models_code_is_execute_code(engine):
-    result = engine.execute(FAILS, timeout=30)
+def test_a_models_code_is_execute_code(engine, tmp_path):
+    # in a folder of its own: a working directory holding the interpreter's site (an
+    # editable install's checkout) is never given a pre-started interpreter
+    result = engine.execute(FAILS, timeout=30, cwd=str(tmp_path))
     assert result.status == "error"
     # at isolated the name came through a pre-started interpreter's plan
     assert result.output.startswith(str(engine.launcher.level == "isolated")), result.output

@@ -45,7 +45,7 @@ def poison_app() -> list[tuple[tuple[bytes, ...], str | None]]:
     deep = b"[" * 5000 + b"]" * 5000
     cases: list[tuple[tuple[bytes, ...], str | None]] = [
         ((deep,), None),
-        ((b'{"v":1,"type":"call","id":"d1","tool":"echo","args":{"a":' + deep + b"}}",), None),
+        ((b'{"v":1,"type":"call","id":"d1","tool":"echo","args":{"a":' + deep + b"}}",), "d1"),
         ((b'{"v":1,"type":"hello","exec":' + deep + b"}",), None),
         ((b"{" * 100_000,), None),
         ((b'{"v":1,"type":"call","id":"\\ud800","tool":"echo","args":{}}',), "\ud800"),
@@ -61,12 +61,12 @@ def poison_app() -> list[tuple[tuple[bytes, ...], str | None]]:
         ((call("x" * 200),), None),
         ((call("a1", "echo", "not an object"),), "a1"),
         ((b'{"v":1,"type":"call","id":"n1","tool":"echo","args":{"n":' + b"9" * 5000 + b"}}",),
-         None),
+         "n1"),
         ((b'{"v":1,"type":"call","id":"f1","tool":"echo","args":{"n":1e999}}',), "f1"),
         ((b'{"v":1,"type":"call","id":"f2","tool":"echo","args":{"n":NaN}}',), "f2"),
         ((b"",), None),
         ((b'{"v":1,"type":"hello","exec":"x","token":"y"}',), None),
-        ((call("m1"), b"second part"), None),
+        ((call("m1"), b"second part"), "m1"),
         ((b"\x00" * 70_000,), None),
         ((call("u1", "unknown_tool"),), "u1"),
         ((call("ok1"),), "ok1"),

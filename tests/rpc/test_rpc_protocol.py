@@ -82,6 +82,48 @@ def test_deep_frames_are_invalid_not_a_recursion_error(frame):
     assert isinstance(protocol.parse(frame), protocol.Invalid)
 
 
+DEEP = b"[" * 70 + b"]" * 70
+
+
+@pytest.mark.parametrize(("frame", "msg_id"), [
+    # what the child's client sends: the id ahead of the arguments
+    (b'{"v": 1, "type": "call", "id": "12", "tool": "t", "args": {"a": ' + DEEP + b"}}", "12"),
+    # anywhere at the top level, a string or an integer, whitespace around
+    (b'{"v":1,"type":"call","tool":"t","args":{"a":' + DEEP + b'},"id" : 7 }', "7"),
+    # an "id" inside the arguments, or inside a string, is not the request's
+    (b'{"args":{"id":"inner","a":' + DEEP + b'},"id":"outer"}', "outer"),
+    (b'{"s":"\\"id\\":\\"no\\"","a":' + DEEP + b"}", None),
+    (b'{"s":"\\\\","id":"after-escapes","a":' + DEEP + b"}", "after-escapes"),
+    # not JSON, or not decodable: the id still found
+    (b'{"v":1,"type":"call","id":"5","n":' + b"9" * 5000 + b"}", "5"),
+    (b'{"v":1,"type":"call","id":"6"', "6"),
+    (b'{"v":1,"type":"call","id":"8","args":{"x":' + b"{" * 100_000, "8"),
+    # nothing to name: no object, an id too long, a nested or escaped one
+    (b"[" * 100_000, None),
+    (b'[{"id":"1"}]' + DEEP, None),
+    (b'{"id":"' + b"x" * 200 + b'","a":' + DEEP + b"}", None),
+    (b'{"id":{"a":1},"a":' + DEEP + b"}", None),
+    (b'{"id":"\\u0031","a":' + DEEP + b"}", None),
+], ids=lambda v: v[:30].decode("ascii", "replace") if isinstance(v, bytes) else str(v))
+def test_a_request_that_cannot_be_decoded_is_answered_with_its_own_id(frame, msg_id):
+    """An error reply that names the request fails that call only; an error naming no
+    request made the child's client give up its whole connection (issue 40: arguments 63
+    levels deep cost every later call of the execution)."""
+    msg = parse(frame)
+    assert isinstance(msg, Invalid)
+    assert msg.id == msg_id
+
+
+def test_finding_the_id_is_linear_in_hostile_frames():
+    """Bounded against quadratic work only: every step runs in C over the frame."""
+    frame = (b'{"v":1,"a":' + b'["\\""],' * 200_000 + b'{"id":1},' * 100_000 + DEEP
+             + b',"id":"late"}')
+    start = time.monotonic()
+    assert protocol.request_id(frame) is None  # past the candidates it looks at
+    assert protocol.request_id(b'{"id":"first",' + frame[1:]) == "first"
+    assert time.monotonic() - start < 10
+
+
 def test_replies_with_lone_surrogates_encode():
     for payload in (protocol.result("\ud800", "name \udcff.txt"),
                     protocol.error("\udc80", "bad \ud800"), protocol.denied("\udfff")):

@@ -8,13 +8,21 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _sandbox_peers import EXEC_ID, TOKEN, FakeHost, RawServer, read_frame, server_handshake
+from _sandbox_peers import (
+    EXEC_ID,
+    TOKEN,
+    FakeHost,
+    RawServer,
+    echo,
+    read_frame,
+    server_handshake,
+)
 
 from sandbox import client as client_module
 from sandbox import zmtp
@@ -301,9 +309,76 @@ def test_reply_for_unknown_id_is_ignored(host: FakeHost, client: RpcClient) -> N
     (json.dumps({"v": 1, "type": "surprise", "id": "1"}).encode(), "unexpected reply type"),
 ])
 def test_malformed_replies(host: FakeHost, client: RpcClient, reply: Any, match: str) -> None:
+    """A bad reply fails the call it answered and nothing else: the next call of the same
+    connection works (before, all but the last case ended the connection for good)."""
     host.handler = lambda msg: (0.0, reply)
     with pytest.raises(ToolCallError, match=match):
         client.call("x", {})
+    host.handler = echo
+    assert client.call("after", {"n": 1}) == {"tool": "after", "args": {"n": 1}}
+    assert not client.lost and client.bad_replies == (0 if "unexpected" in match else 1)
+
+
+def wait_for(pred: Callable[[], object], seconds: float = 10.0) -> bool:
+    end = time.monotonic() + seconds
+    while not pred():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _bad_for(tool: str, bad: Callable[[dict[str, Any]], Any]) -> Any:
+    def handler(msg: dict[str, Any]) -> tuple[float, Any]:
+        return (0.0, bad(msg)) if msg["tool"] == tool else echo(msg)
+    return handler
+
+
+@pytest.mark.parametrize("bad", [
+    # cut short: not JSON, but its id is there to read
+    lambda msg: b'{"v": 1, "type": "result", "id": "' + msg["id"].encode() + b'", "result": "c',
+    lambda msg: {"v": 7, "type": "result", "id": msg["id"], "result": "x"},
+    lambda msg: [json.dumps({"v": 1, "type": "result", "id": msg["id"]}).encode(), b"extra"],
+], ids=["not-json", "version", "two-frames"])
+def test_a_bad_reply_naming_a_call_fails_that_call_alone(short_dir: Path, bad: Any) -> None:
+    """The host answers only once both calls wait (in reverse order): the bad reply to one
+    fails it, the other call in flight still gets its own reply."""
+    with FakeHost(short_dir / "rpc.sock", handler=_bad_for("bad", bad), hold=2) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c, ThreadPoolExecutor(2) as pool:
+        c.connect()
+        good = pool.submit(c.call, "good", {"n": 1})
+        assert wait_for(lambda: len(host.calls) == 1)
+        with pytest.raises(ToolCallError, match="protocol error"):
+            c.call("bad", {})
+        assert good.result(timeout=10) == {"tool": "good", "args": {"n": 1}}
+        host.hold = 0
+        assert c.call("later", {}) == {"tool": "later", "args": {}}
+        assert not c.lost
+
+
+def test_an_error_naming_no_call_fails_the_calls_in_flight_not_the_connection(
+        short_dir: Path) -> None:
+    """The host could not tell which request it refused: whichever call it was will get no
+    other reply, so every call in flight fails; later calls (sync and asyncio) work."""
+    nameless = {"v": 1, "type": "error", "id": None, "error": "message nests too deeply"}
+    handler = _bad_for("bad", lambda msg: nameless)
+    with FakeHost(short_dir / "rpc.sock", handler=handler, hold=2) as host, \
+            RpcClient(str(host.path), TOKEN, EXEC_ID) as c, ThreadPoolExecutor(2) as pool:
+        c.connect()
+        other = pool.submit(c.call, "good", {})
+        assert wait_for(lambda: len(host.calls) == 1)
+        with pytest.raises(ToolCallError, match="nests too deeply"):
+            c.call("bad", {})
+        with pytest.raises(ToolCallError, match="nests too deeply"):
+            other.result(timeout=10)
+        host.hold = 0
+        assert c.call("later", {}) == {"tool": "later", "args": {}}
+
+        async def both() -> list[Any]:
+            return await asyncio.gather(c.acall("a", {}), c.acall("b", {}))
+
+        assert asyncio.run(both()) == [{"tool": "a", "args": {}}, {"tool": "b", "args": {}}]
+        assert not c.lost and c.bad_replies == 1
 
 
 def test_garbage_instead_of_welcome(short_dir: Path) -> None:

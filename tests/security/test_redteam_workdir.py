@@ -3,7 +3,7 @@
 A sandbox is granted write access to its working directory itself (an ACL for the
 execution; at ``isolated`` with ``workdir_as_owner`` an id-mapped bind). Given ``/`` or ``/etc``,
 that is renaming ``/usr`` or creating ``/etc/ld.so.preload``: a system folder, or one in a
-denied path, is refused before anything starts (execengine/engine/confinement.py).
+denied path, is refused before anything starts (execengine/host/confinement.py).
 
 The negative control: an ordinary root-owned 0755 folder as the working directory *is*
 writable by the sandbox (the grant the refusal keeps away from system folders).
