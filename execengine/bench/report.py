@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execengine._text import plural
 from execengine.bench import compare
 from execengine.bench.compare import COMPARISONS, METRICS, SWEEP, Billing, stats, tasks
 from execengine.bench.cost import CACHE_MODES, Prices, load_prices
@@ -233,7 +234,9 @@ def table(summary: Mapping[str, Any]) -> str:
         return "\n".join([*out, "", "no workflows"])
     c = summary["checks"]
     out += ["", summary["about"].replace("Oracle upper bound", "ORACLE UPPER BOUND", 1),
-            f"{c['workflows']} workflows ({c['strategies']} strategies) in {c['tasks']} tasks; "
+            f"{plural(c['workflows'], 'workflow')} "
+            f"({plural(c['strategies'], 'strategy', 'strategies')}) in "
+            f"{plural(c['tasks'], 'task')}; "
             f"{c['agreeing']}/{c['workflows']} right every way with the same calls both ways "
             f"({c['checked']} checked against the expected answer). Tokens: "
             f"{settings['encoding']}; {prefix} prefix; seed {settings['seed']}.",
@@ -245,7 +248,8 @@ def table(summary: Mapping[str, Any]) -> str:
         out.append(f"  {LABELS[name]}: {_median_line(h[name], name)}")
     out.append("By family (median / total cost saved; median context saved):")
     for fam, f in summary["by_family"].items():
-        out.append(f"  {fam:9} {f['cost']['tasks']:2} tasks: cost {pct(f['cost']['median_saving'])}"
+        out.append(f"  {fam:9} {plural(f['cost']['tasks'], 'task'):>8}: cost "
+                   f"{pct(f['cost']['median_saving'])}"
                    f" / {pct(f['cost']['total_saving'])}; context "
                    f"{pct(f['context_tokens']['median_saving'])}")
     out.append("Totals over tasks:")
@@ -293,7 +297,8 @@ def figures_block(summary: Mapping[str, Any]) -> str:
     h, p, s = summary["headline"], summary["prices"], summary["settings"]
     c = summary["checks"]
     lines = [FIGURES_START,
-             f"Oracle upper bound, {c['tasks']} tasks ({c['workflows']} workflows, "
+             f"Oracle upper bound, {plural(c['tasks'], 'task')} "
+             f"({plural(c['workflows'], 'workflow')}, "
              f"{c['agreeing']}/{c['workflows']} right every way); {s['encoding']}, {s['prefix']}"
              f" prefix, seed {s['seed']}; cost at {_sheet_note(p, s['encoding'])}.", "",
              "| per task | tool calls (best plan) | execute_code (best script) | saved, median "
@@ -340,7 +345,7 @@ def headline_block(summary: Mapping[str, Any]) -> str:
                      f"{_amount(name, m['median_programmatic'])} | {pct(m['median_saving'])} |")
     lines.append("")
     lines.append(f"Cost saved by family (median): {fam}; total over "
-                 f"{h['cost']['tasks']} tasks {pct(h['cost']['total_saving'])} "
+                 f"{plural(h['cost']['tasks'], 'task')} {pct(h['cost']['total_saving'])} "
                  f"({p['sheet']}, prices retrieved {p['retrieved']}).")
     lines.append(HEADLINE_END)
     return "\n".join(lines)

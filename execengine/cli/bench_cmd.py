@@ -129,14 +129,14 @@ def run_tokens(args: argparse.Namespace) -> int:
 
     workflows = _workflows(args)
     if args.list:
+        # each workflow's question on the line below its row, indented, cut to fit
         rows = [[w.name, w.family, w.group, ",".join(s.name for s in w.strategies())]
                 for w in workflows]
-        header = ["WORKFLOW", "FAMILY", "TASK", "STRATEGIES"]
-        used = sum(max(len(str(r[i])) for r in [header, *rows]) + 2 for i in range(4))
-        room = max(20, LIST_WIDTH - used)
-        print(table([[*r, shorten(_readable(w.task), room)] for r, w in zip(rows, workflows,
-                                                                           strict=True)],
-                    [*header, "QUESTION"]))
+        lines = table(rows, ["WORKFLOW", "FAMILY", "TASK", "STRATEGIES"]).splitlines()
+        print("\n".join(lines[:2]))
+        for line, w in zip(lines[2:], workflows, strict=True):
+            print(line)
+            print("    " + shorten(_readable(w.task), LIST_WIDTH - 4))
         return 0
     if args.reasoning_tokens is not None and args.reasoning_tokens < 0:
         raise BenchError("--reasoning-tokens must be 0 or more")
