@@ -129,10 +129,14 @@ def run_tokens(args: argparse.Namespace) -> int:
 
     workflows = _workflows(args)
     if args.list:
-        names = max((len(w.name) for w in workflows), default=8)
-        room = LIST_WIDTH - max(names, len("WORKFLOW")) - len("research") - 4
-        print(table([[w.name, w.family, shorten(_readable(w.task), room)] for w in workflows],
-                    ["WORKFLOW", "FAMILY", "TASK"]))
+        # each workflow's question on the line below its row, indented, cut to fit
+        rows = [[w.name, w.family, w.group, ",".join(s.name for s in w.strategies())]
+                for w in workflows]
+        lines = table(rows, ["WORKFLOW", "FAMILY", "TASK", "STRATEGIES"]).splitlines()
+        print("\n".join(lines[:2]))
+        for line, w in zip(lines[2:], workflows, strict=True):
+            print(line)
+            print("    " + shorten(_readable(w.task), LIST_WIDTH - 4))
         return 0
     if args.reasoning_tokens is not None and args.reasoning_tokens < 0:
         raise BenchError("--reasoning-tokens must be 0 or more")

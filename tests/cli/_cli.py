@@ -25,7 +25,11 @@ def cli_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str
 def cli(home: Path, *args: str, cwd: Path | None = None, stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float = 50) -> subprocess.CompletedProcess[str]:
-    """``execengine ARGS`` run to its end; ``home`` is an empty folder of the test's."""
+    """``execengine ARGS`` run to its end, in ``cwd`` (default ``home``); ``home`` is an
+    empty folder of the test's. ``$HOME`` is a folder beside it: a sandbox refuses a
+    working directory that is or holds a home folder (policy.allow_home_workdir)."""
+    user_home = home.with_name(home.name + "-home")
+    user_home.mkdir(exist_ok=True)
     return subprocess.run([sys.executable, "-m", "execengine", *args], capture_output=True,
-                          text=True, input=stdin, cwd=cwd or home, env=cli_env(home, env),
-                          timeout=timeout)
+                          text=True, input=stdin, cwd=cwd or home,
+                          env=cli_env(user_home, env), timeout=timeout)
