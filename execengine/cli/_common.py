@@ -10,8 +10,8 @@ import textwrap
 from typing import Any
 
 from execengine.config import Config, load_config
+from execengine.engine.core import configured_registry
 from execengine.errors import ExecEngineError
-from execengine.mcp.manager import attach
 from execengine.registry import ToolRegistry
 
 
@@ -22,14 +22,7 @@ def config_from(args: argparse.Namespace) -> Config:
 def registry_from(args: argparse.Namespace, config: Config | None = None) -> ToolRegistry:
     """The built-in tools, plugins and the configured MCP servers' tools; close it (the
     MCP servers stop with it)."""
-    registry = ToolRegistry.with_builtins(config or config_from(args))
-    if registry.config.mcp_servers:
-        try:
-            attach(registry)
-        except BaseException:
-            registry.close()
-            raise
-    return registry
+    return configured_registry(config or config_from(args))
 
 
 def require_extra(extra: str, modules: tuple[str, ...], *, what: str,

@@ -32,6 +32,7 @@ from execengine.errors import SandboxError, ToolError
 from execengine.host.base import Host
 from execengine.hostdirs import sweep
 from execengine.launch.base import Launcher
+from execengine.mcp import attach
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
 from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
@@ -73,8 +74,7 @@ class Engine:
         closes what it is given."""
         self.config = config or (registry.config if registry is not None else Config())
         self._own_registry = registry is None
-        self.registry = registry if registry is not None else ToolRegistry.with_builtins(
-            self.config)
+        self.registry = registry if registry is not None else configured_registry(self.config)
         # the registry's execute_code tool runs on the first engine built on it (one per
         # registry); later engines on the same registry run only what they are given
         with contextlib.suppress(ToolError):
@@ -235,6 +235,20 @@ class Engine:
             return self.registry.services.workdirs.get(task_id or "default")
         except ToolError:  # a closed registry: fall back to the process's cwd
             return os.getcwd()
+
+
+def configured_registry(config: Config) -> ToolRegistry:
+    """The registry ``config`` describes: the built-in tools, plugins and the configured MCP
+    servers' tools (the servers start now and stop when it closes). What an engine built
+    without a registry, ``execengine`` commands and batch workers run with."""
+    registry = ToolRegistry.with_builtins(config)
+    if config.mcp_servers:
+        try:
+            attach(registry)
+        except BaseException:
+            registry.close()
+            raise
+    return registry
 
 
 def execute_code(code: str, *, config: Config | None = None,
