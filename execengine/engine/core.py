@@ -24,7 +24,7 @@ from execengine.engine import spill, tool
 from execengine.engine.allowed import allowed_tools
 from execengine.engine.exiting import close_at_exit
 from execengine.engine.oneshot import run_once
-from execengine.engine.plan import ExecutionPlan, make_plan
+from execengine.engine.plan import ExecutionPlan, Templates, make_plan
 from execengine.engine.result import ExecutionResult, no_code_result
 from execengine.engine.sessions import SessionManager
 from execengine.engine.staging import RUNTIME_PREFIX, STAGING_PREFIX, Runtime
@@ -37,6 +37,7 @@ from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
 from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
 from execengine.rpc.memory import MemoryServer
+from execengine.workdirs import TaskDirs
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,11 @@ class Engine:
         self.launcher = launcher if launcher is not None else self.host.new_launcher()
         clean_leftovers(self.config)
         self.runtime = Runtime()
+        #: what plans take from the registry, reused for a second (see engine.plan)
+        self.templates = Templates()
+        #: where truncated outputs are kept whole
+        self.spill_dir = spill.spill_dir()
+        self._workdirs: TaskDirs | None = None
         self._server: RpcServer | MemoryServer | None = server
         self._sessions: SessionManager | None = None
         self._lock = threading.Lock()
@@ -231,10 +237,13 @@ class Engine:
 
     def task_dir(self, task_id: str | None) -> str:
         """The working directory of ``task_id`` (where its project-mode scripts run)."""
-        try:
-            return self.registry.services.workdirs.get(task_id or "default")
-        except ToolError:  # a closed registry: fall back to the process's cwd
-            return os.getcwd()
+        workdirs = self._workdirs
+        if workdirs is None:
+            try:
+                workdirs = self._workdirs = self.registry.services.workdirs
+            except ToolError:  # a closed registry: fall back to the process's cwd
+                return os.getcwd()
+        return workdirs.get(task_id or "default")
 
 
 def configured_registry(config: Config) -> ToolRegistry:
