@@ -75,6 +75,7 @@ class Engine:
         closes what it is given."""
         self.config = config or (registry.config if registry is not None else Config())
         self._own_registry = registry is None
+        self._host: Host | None = None
         self.registry = registry if registry is not None else configured_registry(self.config)
         # the registry's execute_code tool runs on the first engine built on it (one per
         # registry); later engines on the same registry run only what they are given
@@ -101,7 +102,10 @@ class Engine:
     @property
     def host(self) -> Host:
         """Where this engine's executions run (its registry's host)."""
-        return self.registry.services.host
+        host = self._host
+        if host is None:
+            host = self._host = self.registry.services.host
+        return host
 
     @property
     def server(self) -> RpcServer | MemoryServer:
