@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from execengine.bench.speed import ROUND_TRIPS, noop_engine
 from execengine.bench.stats import Figure, Spread, interleaved, timed
 from execengine.config import Config
-from execengine.remote.host import REMOTE, RemoteHost
+from execengine.host.ssh import SshHost
 from execengine.remote.ssh import quote
 from tests.remote.sshd import available, loopback_remote
 
@@ -40,7 +40,7 @@ from tests.remote.sshd import available, loopback_remote
 class Echo:
     """A ``cat`` on one channel of the connection: a raw round trip over it."""
 
-    def __init__(self, host: RemoteHost) -> None:
+    def __init__(self, host: SshHost) -> None:
         argv = host.connection.command("exec cat")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
@@ -62,7 +62,7 @@ class Echo:
 def measure(overrides: dict[str, object], *, reps: int, calls: int) -> list[Figure]:
     config = Config().with_overrides(overrides)
     with noop_engine(config) as engine:
-        host = engine.registry.service(REMOTE, RemoteHost)
+        host = engine.host
         engine.execute("print('warm')")  # connect, install the runtime
         echo = Echo(host)
         tool: list[float] = []
@@ -94,7 +94,7 @@ def measure(overrides: dict[str, object], *, reps: int, calls: int) -> list[Figu
         from execengine.fileops.ops import FileSettings
 
         def read() -> float:
-            return timed(lambda: files.run("read_file", {"path": path}, cwd=host.home(),
+            return timed(lambda: files.call("read_file", {"path": path}, cwd=host.home(),
                                            denied=[], settings=FileSettings()))
 
         reads, raw2 = interleaved(reps * 5, read, echo.round_trip)

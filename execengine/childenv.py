@@ -6,7 +6,8 @@ Used by the execute_code engine and the terminal tool alike:
    skills register at run time) are copied when set, even when they look secret.
 2. Any other name that contains a secret-looking word is dropped.
 3. Of the rest, only the allow-listed names pass (``PATH``, ``HOME``, locale, ``XDG_*``, ...).
-4. Fixed values are added: UTF-8 I/O, no bytecode files, and ``TZ`` when configured.
+4. Fixed values are added: UTF-8 I/O, unbuffered output, no bytecode files, and ``TZ`` when
+   configured.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ ALLOWED_NAMES = frozenset({
 ALLOWED_PREFIXES = ("LC_", "XDG_", "CONDA")
 FIXED = {
     "PYTHONDONTWRITEBYTECODE": "1",
+    # what a script printed before a timeout, an interrupt or a kill reaches the host (a
+    # block-buffered stdout dies with the child); as the reference runs its child. It is
+    # read at interpreter start, so it is part of the environment every execution of a
+    # launcher shares: a pre-started interpreter (sandbox/zygote.py) starts with it too
+    "PYTHONUNBUFFERED": "1",
     "PYTHONIOENCODING": "utf-8",
     "PYTHONUTF8": "1",
 }

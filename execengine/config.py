@@ -184,10 +184,12 @@ class CodeExecutionConfig(_Section):
         "(about 40 ms more CPU per execution here; the executions then differ in address "
         "layout and hash seed)")
     workdir_as_owner: bool = option(
-        False, "at level isolated as root, the script acts as the working directory's owner "
-        "inside it (an id-mapped bind): it may change every file there that the owner may, "
-        "and read the owner's private (0600) files too; off: the sandbox's own uid with the "
-        "grants restricted gets (the folder itself, new files, what others may read)")
+        True, "kept for compatibility (the default since the working directory behaves as "
+        "the user's own project): at restricted and isolated as root the script, its "
+        "commands and its file tools act in each writable root as the folder's owner (an "
+        "id-mapped bind; what they create is the owner's); false: the sandbox's own uid "
+        "there, as before (it creates files and changes only what it made or others may "
+        "write). See docs/confinement.md")
     session_idle_timeout: float = option(
         1800.0, "seconds a session's kernel may stay idle before it is closed", min=0.1
     )
@@ -350,6 +352,11 @@ class PolicyConfig(_Section):
     confine_at_none: bool = option(
         False, "confine script tool calls at isolation level none too (the script itself "
         "is not confined there)"
+    )
+    allow_home_workdir: bool = option(
+        False, "let a user's home folder (or a folder holding a home, or shell start-up "
+        "files, .ssh, .gitconfig...) be a sandbox's working directory: a script acting "
+        "there as its owner could change what the owner's next login or git command runs"
     )
     agent_calls: Literal["unconfined", "confined"] = option(
         "unconfined", "the agent's own file tool calls: unconfined (path deny-list only) or "

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from execengine.approval.approver import Approver, Classifier
@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from execengine.confine.policy import ExecutionPolicy
     from execengine.launch.base import Launcher
     from execengine.registry import ToolRegistry
+    from execengine.services import Services
     from execengine.web.fetch import Fetcher
     from execengine.web.providers import SearchProvider
-
-T = TypeVar("T")
 
 #: where a call came from: the model directly, or a script inside execute_code
 Origin = Literal["agent", "execute_code"]
@@ -105,6 +104,7 @@ class ToolContext:
     def task_key(self) -> str:
         return self.call.task_key
 
-    def service(self, key: str, factory: Callable[[ToolRegistry], T]) -> T:
-        """A long-lived object shared by all calls on this registry (created once)."""
-        return self.registry.service(key, factory)
+    @property
+    def services(self) -> Services:
+        """What the registry's handlers share: host, terminal, task directories..."""
+        return self.registry.services

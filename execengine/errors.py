@@ -7,6 +7,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
 
     ExecEngineError
     ├── ConfigError                 bad configuration: file, key path and what was expected
+    ├── InvalidArgumentError        an API call's argument is wrong (code that is not text,
+    │                               a cwd that is not a folder)
     ├── ToolError                   a tool definition or lookup is wrong
     │   ├── SchemaError             a tool schema is not a valid OpenAI function schema
     │   ├── ToolConflictError       a tool name is already held by another toolset
@@ -26,6 +28,8 @@ tool schema), and for failures inside tools that the dispatcher turns into resul
     │   ├── RedirectError           too many redirects, a loop, or one we will not follow
     │   └── ProviderError           a search provider is misconfigured or answered badly
     ├── PluginError                 a plugin could not be loaded or misbehaved
+    ├── IntegrationError            a framework integration was given what it cannot take
+    │   └── MissingExtraError       its framework is not installed (also an ImportError)
     ├── McpError                    an MCP server cannot be used: it did not start, crashed,
     │                               or the SDK extra is not installed
     ├── ModelError                  the agent loop's model endpoint failed
@@ -110,6 +114,10 @@ class ConfigError(ExecEngineError):
         error = cls(f"{len(found)} problems:{lines}", path=path)
         error.problems = found
         return error
+
+
+class InvalidArgumentError(ExecEngineError, ValueError):
+    """An argument of an API call is wrong: what was given and what is expected."""
 
 
 class ToolError(ExecEngineError):
@@ -206,6 +214,15 @@ class ProviderError(WebError):
 
 class PluginError(ExecEngineError):
     """A plugin could not be loaded."""
+
+
+class IntegrationError(ExecEngineError):
+    """A framework integration (``execengine.integrations``) was given what it cannot take."""
+
+
+class MissingExtraError(IntegrationError, ImportError):
+    """A framework integration's framework is not installed; the message names the extra
+    (an ImportError too, so ``except ImportError`` around an optional import catches it)."""
 
 
 class McpError(ExecEngineError):

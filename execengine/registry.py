@@ -14,9 +14,8 @@ import logging
 import os
 import threading
 import warnings
-import weakref
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from execengine import discovery
@@ -27,11 +26,12 @@ from execengine.dispatch import adispatch, dispatch
 from execengine.errors import ToolConflictError, ToolError, UnknownToolError, did_you_mean
 from execengine.policy import DEFAULT_POLICY, ToolPolicy
 from execengine.schema import normalize_function_schema
+from execengine.services import Services
 from execengine.toolsets import BUILTIN_TOOLSETS, Toolset, resolve
 
 if TYPE_CHECKING:
     from execengine.context import ToolContext
-    from execengine.engine.core import Engine
+    from execengine.host.base import Host
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -101,10 +101,12 @@ class _Hooks:
 
 
 class ToolRegistry:
-    """Tools, toolsets, hooks and per-registry services."""
+    """Tools, toolsets, hooks, and the :class:`~execengine.services.Services` their
+    handlers share (``host``: where they run; default: the configured one)."""
 
     def __init__(
-        self, config: Config | None = None, *, toolsets: Iterable[Toolset] = BUILTIN_TOOLSETS
+        self, config: Config | None = None, *, toolsets: Iterable[Toolset] = BUILTIN_TOOLSETS,
+        host: Host | None = None,
     ) -> None:
         self.config = config or Config()
         self._lock = threading.RLock()
@@ -112,10 +114,10 @@ class ToolRegistry:
         self._toolsets: dict[str, Toolset] = {t.name: t for t in toolsets}
         self._hooks = _Hooks()
         self._agent_handlers: dict[str, Handler] = {}
-        self._services: dict[str, Any] = {}
-        #: weak: the host owns its engine; an engine keeps its registry alive, not back
-        self._engine: weakref.ref[Engine] | None = None
         self._env_passthrough: list[str] = []
+        #: what the handlers share: the host, terminal, task directories, approvals...
+        self.services = Services(self.config, host=host,
+                                 passthrough=lambda: self.env_passthrough)
         #: plugins or tool modules that failed to load: name -> reason
         self.load_errors: dict[str, str] = {}
         self._closed = False
@@ -123,9 +125,10 @@ class ToolRegistry:
     # -- construction ---------------------------------------------------------------
 
     @classmethod
-    def with_builtins(cls, config: Config | None = None, *, plugins: bool = True) -> ToolRegistry:
+    def with_builtins(cls, config: Config | None = None, *, plugins: bool = True,
+                      host: Host | None = None) -> ToolRegistry:
         """A registry holding the built-in tools (and plugins, when ``plugins``)."""
-        reg = cls(config)
+        reg = cls(config, host=host)
         discovery.load_builtin_tools(reg)
         if plugins:
             discovery.load_plugins(reg)
@@ -439,65 +442,30 @@ class ToolRegistry:
             return tuple(dict.fromkeys((*self.config.terminal.env_passthrough,
                                         *self._env_passthrough)))
 
-    # -- the engine serving execute_code ---------------------------------------------------
-
-    @property
-    def engine(self) -> Engine | None:
-        """The engine attached to this registry (it serves the ``execute_code`` tool)."""
+    def set_handler(self, name: str, handler: Handler) -> Handler:
+        """Replace the handler of the registered tool ``name``; the previous one (a tool
+        whose collaborator comes later binds it so, e.g. ``execute_code`` to its engine)."""
         with self._lock:
-            return self._engine() if self._engine is not None else None
-
-    def attach_engine(self, engine: Engine) -> None:
-        """Make ``engine`` the one that runs this registry's ``execute_code`` calls.
-
-        One engine per registry: attaching a second while the first is attached raises
-        :class:`ToolError`. An :class:`~execengine.Engine` built on a registry attaches
-        itself when the registry has none, and detaches when it closes.
-        """
-        with self._lock:
-            if self._closed:
-                raise ToolError("registry is closed")
-            held = self._engine() if self._engine is not None else None
-            if held is not None and held is not engine:
-                raise ToolError("this registry already has an engine attached; "
-                                "detach it first (one engine per registry)")
-            self._engine = weakref.ref(engine)
-
-    def detach_engine(self, engine: Engine) -> None:
-        """Detach ``engine`` if it is the attached one (idempotent)."""
-        with self._lock:
-            if self._engine is not None and self._engine() in (engine, None):
-                self._engine = None
-
-    def service(self, key: str, factory: Callable[[ToolRegistry], T]) -> T:
-        with self._lock:
-            if self._closed:
-                raise ToolError("registry is closed")
-            if key not in self._services:
-                self._services[key] = factory(self)
-            service: T = self._services[key]
-            return service
+            entry = self._tools.get(name)
+            if entry is None:
+                raise UnknownToolError(f"no tool named {name!r}")
+            self._tools[name] = replace(entry, handler=handler)
+            return entry.handler
 
     def close(self) -> None:
-        """Close services (terminal sessions, background processes). Idempotent."""
+        """Close the services (terminal sessions, background processes, MCP servers, the
+        host). Idempotent."""
         with self._lock:
-            services, self._services = list(self._services.values()), {}
             self._closed = True
-            self._engine = None
-        for svc in reversed(services):
-            closer = getattr(svc, "close", None)
-            if callable(closer):
-                try:
-                    closer()
-                except Exception:
-                    log.exception("closing %r failed", svc)
+        self.services.close()
 
     def __enter__(self) -> ToolRegistry:
         return self
 
     def __del__(self) -> None:
-        # only a registry holding live services (terminal sessions, an engine) leaks
-        if not getattr(self, "_closed", True) and getattr(self, "_services", None):
+        # only a registry holding live services (terminal sessions, a host) leaks
+        services = getattr(self, "services", None)
+        if not getattr(self, "_closed", True) and services is not None and services.started:
             warnings.warn("ToolRegistry with open services was not closed (use `with` or "
                           "close())", ResourceWarning, stacklevel=1)
 

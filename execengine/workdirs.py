@@ -1,43 +1,34 @@
 """Per-task working directories, shared by the terminal, the file tools and the engine.
 
-A task's directory starts at ``terminal.cwd`` (or the process's cwd) and changes when its
-terminal runs ``cd``. File tools resolve relative paths against it; the execute_code engine
-runs project-mode scripts in it. Get the shared instance with
-``ctx.service(WORKDIRS, TaskDirs)``.
+A task's directory starts at the host's default (``terminal.cwd``, the process's cwd, or a
+remote's ``ssh.cwd``) and changes when its terminal runs ``cd``. File tools resolve
+relative paths against it; the engine runs project-mode scripts in it. One
+:class:`TaskDirs` per registry: ``ctx.services.workdirs``.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
-
-from execengine.remote.host import REMOTE, RemoteHost
 
 if TYPE_CHECKING:
     from execengine.context import ToolContext
-    from execengine.registry import ToolRegistry
-
-WORKDIRS = "workdirs"
 
 
 class TaskDirs:
-    def __init__(self, registry: ToolRegistry) -> None:
-        self._registry = registry
-        base = registry.config.terminal.cwd
-        self._default = os.path.abspath(os.path.expanduser(base)) if base else None
+    """``default`` gives a task's directory until its terminal ``cd``\\ s elsewhere."""
+
+    def __init__(self, default: Callable[[], str]) -> None:
+        self._default = default
         self._lock = threading.Lock()
         self._dirs: dict[str, str] = {}
 
     def get(self, task_key: str) -> str:
         with self._lock:
             found = self._dirs.get(task_key)
-        return found or self._default_dir()
-
-    def _default_dir(self) -> str:
-        if self._registry.config.terminal.backend == "ssh":  # a directory of the remote
-            return self._registry.service(REMOTE, RemoteHost).default_cwd()
-        return self._default or os.getcwd()
+        return found or self._default()
 
     def set(self, task_key: str, path: str) -> None:
         with self._lock:
@@ -49,4 +40,4 @@ def task_cwd(ctx: ToolContext) -> str:
     explicit = ctx.call.cwd
     if explicit:
         return os.path.abspath(explicit)
-    return ctx.service(WORKDIRS, TaskDirs).get(ctx.task_key)
+    return ctx.services.workdirs.get(ctx.task_key)

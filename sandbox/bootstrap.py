@@ -17,12 +17,17 @@ holds the staging directory, where ``_execengine/`` is a copy of this package an
 3. does not connect to the host: the first tool call does (a script without tool calls
    never imports the RPC client);
 4. runs the script as ``__main__`` the way ``python script.py`` would: ``sys.argv`` is
-   ``[script]``, ``__file__`` is its absolute path and ``sys.path[0]`` its directory
+   ``[script]``, ``__file__`` is its absolute path and ``sys.path[0]`` its directory; its
+   code is named ``EXECENGINE_SCRIPT_NAME`` (removed from the environment) when set: what
+   tracebacks and warnings show is the user's file, or ``<execute_code>`` for a model's
+   code, never the staging copy
    (``ENTRY`` took out the working directory that ``-c`` put there before it imported
    this package: nothing the runtime imports comes from a folder the script may write;
    ``hermes_tools`` stays importable through ``PYTHONPATH``);
 5. reports an uncaught exception through ``sys.excepthook`` with the bootstrap's own frames
-   removed and exits 1 (130 for ``KeyboardInterrupt``); ``SystemExit`` behaves as usual;
+   removed (the default hook is replaced by :mod:`traceback`, which reads the script's
+   lines from ``linecache``, where they are put under the script's name) and exits 1 (130
+   for ``KeyboardInterrupt``); ``SystemExit`` behaves as usual;
 6. flushes stdout/stderr and closes the connection at exit (after the script's non-daemon
    threads have finished). If the host is gone by then (this process has another parent),
    or its connection to the host broke (a tool call raised as the host died: then it
@@ -50,6 +55,8 @@ ENV_SUBREAPER = "EXECENGINE_SUBREAPER"
 #: project mode's project directory: last on ``sys.path`` (see :func:`project_path`)
 ENV_PROJECT_DIR = "EXECENGINE_PROJECT_DIR"
 ENV_RUN_TOKEN = "EXECENGINE_RUN_TOKEN"
+#: the name the script's code gets (the user's file, ``<execute_code>``): see ``run_script``
+ENV_SCRIPT_NAME = "EXECENGINE_SCRIPT_NAME"
 #: what the engine runs with ``python -c`` (argv[1] is the script)
 ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
          "from _execengine.bootstrap import main; sys.exit(main())")
@@ -297,9 +304,10 @@ def project_path(default: str | None = None) -> None:
             sys.meta_path.insert(at, _NotFromProject(folder, sys.meta_path[at]))
 
 
-def run_script(path: str) -> int:
+def run_script(path: str, name: str | None = None) -> int:
     """Run the script at ``path`` as ``__main__``; the exit status for an uncaught
-    exception (``SystemExit`` propagates)."""
+    exception (``SystemExit`` propagates). ``name`` is what its code is called in
+    tracebacks (default: the absolute path, as ``python script.py`` does)."""
     import types
 
     abspath = os.path.abspath(path)
@@ -320,16 +328,40 @@ def run_script(path: str) -> int:
     try:
         with open(abspath, "rb") as f:
             source = f.read()
-        code = compile(source, abspath, "exec", dont_inherit=True)
+        code = compile(source, name or abspath, "exec", dont_inherit=True)
         exec(code, main.__dict__)
     except SystemExit:
         raise
     except BaseException as exc:
         # the default hook prints ``exc.__traceback__`` (3.11+), so trim it on the exception
         tb = _strip_own_frames(exc.__traceback__)
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        _report(exc.with_traceback(tb), name, abspath)
         return EXIT_KEYBOARD_INTERRUPT if isinstance(exc, KeyboardInterrupt) else 1
     return 0
+
+
+def _report(exc: BaseException, name: str | None, path: str) -> None:
+    """Print an uncaught exception as Python would. Under another ``name`` than its file
+    the script's lines come from ``linecache`` (imported only now: an error is rare), so
+    the default hook, which reads them from the file the name points to, is replaced by
+    :mod:`traceback`, which reads them there; a hook the script set is called as usual."""
+    if name is None or name == path:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        return
+    import linecache
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines(True)
+    except OSError:
+        lines = []
+    linecache.cache[name] = (sum(map(len, lines)), None, lines, name)
+    if sys.excepthook is not sys.__excepthook__:
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        return
+    import traceback
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__)
 
 
 def _flush() -> None:
@@ -350,11 +382,12 @@ def main(argv: list[str] | None = None) -> int:
         become_subreaper()
     start_watchdog()
     project_path()
+    name = os.environ.pop(ENV_SCRIPT_NAME, None) or None
     import atexit
 
     atexit.register(_close_client)
     try:
-        return run_script(args[0])
+        return run_script(args[0], name)
     finally:
         _flush()
         _if_host_gone()

@@ -586,9 +586,12 @@ class RpcClient:
         if not isinstance(args, dict):
             raise TypeError(f"tool arguments must be a dict, not {type(args).__name__}")
         req_id = str(next(self._ids))
+        credential = call_credential() if call_credential is not None else None
         try:
             # the envelope from a template (the id is digits), the arguments by json
-            payload = (_CALL_HEAD + req_id + '", "tool": ' + _quote(name) + ', "args": '
+            payload = (_CALL_HEAD + req_id + '", '
+                       + ('"cell": ' + _quote(credential) + ", " if credential else "")
+                       + '"tool": ' + _quote(name) + ', "args": '
                        + (json.dumps(args) if args else "{}") + "}").encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise TypeError(
@@ -718,6 +721,10 @@ _client_lock = threading.Lock()
 #: every call of :func:`call_tool` / :func:`acall_tool`, it raises :class:`ToolCallError` to
 #: refuse a call from a thread whose cell has ended.
 call_gate = None  # type: Callable[[], None] | None
+#: Set by the same runtime: the calling thread's cell credential, sent with each call (the
+#: host refuses a call without the running cell's own: a leftover thread holds an ended
+#: cell's, whatever it does to ``call_gate``); None sends none.
+call_credential = None  # type: Callable[[], str | None] | None
 
 
 def get_client() -> RpcClient:

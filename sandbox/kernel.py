@@ -4,10 +4,12 @@ The host talks to the kernel over two pipes it passes in (``EXECENGINE_KERNEL_FD
 ``"<command read fd>,<reply write fd>"``, removed from the environment): one JSON object per
 line each way. Stdout and stderr stay the process's own pipes, read by the host.
 
-- ``{"op": "run", "cell": N, "code": ..., "marker": ...}`` runs ``code`` in the persistent
-  ``__main__`` globals. When the cell ends, stdout and stderr are flushed, every process the
-  cell left running is killed, ``marker`` is written to fd 1 and fd 2 (the host cuts each
-  stream there), then ``{"op": "done", "cell": N, "status": ..., "code": ...}`` is sent.
+- ``{"op": "run", "cell": N, "code": ..., "end": E, "calls": C}`` runs ``code`` in the
+  persistent ``__main__`` globals. When the cell ends, stdout and stderr are flushed, every
+  process the cell left running is killed, the marker made from the end secret ``E``
+  (``"\0execengine-cell-N-E\0"``) is written to fd 1 and fd 2 (the host cuts each stream
+  there), then ``{"op": "done", "cell": N, "end": E, "status": ..., "code": ...}`` is sent.
+  ``C`` is the cell's call credential: each tool call of a thread of the cell carries it.
   ``status`` is ``ok``, ``error`` (uncaught exception, printed to stderr as Python would),
   ``exit`` (``SystemExit``; ``code`` is its status) or ``interrupted``.
 - ``{"op": "interrupt", "cell": N}`` raises ``KeyboardInterrupt`` in the main thread if cell
@@ -22,7 +24,15 @@ before anything of the runtime was imported).
 
 A thread a cell leaves running keeps running, but loses the cell's authority: its tool
 calls are refused here (``client.call_gate``), and the host refuses any call that arrives
-while no cell runs.
+while no cell runs or without the running cell's call credential. The host decides: a
+thread holds the credential of the cell that was running when it was started (the main
+thread, the running cell's), so resetting ``call_gate`` does not make a leftover thread's
+calls the next cell's; and only a ``done`` with the cell's end secret ends a cell. The
+secrets of a cell are taken out of its command by the reader thread and kept in closures
+(:func:`_secrets`), not in the frames a cell's code runs under; the end secret is taken
+only after the cell's code returned. Code that searches the whole process for them (the
+garbage collector's objects) can still find them: a kernel is one session's, and such code
+only deceives its own session.
 """
 
 from __future__ import annotations
@@ -94,6 +104,7 @@ def _reader(fd: int, cells: list[dict[str, Any]]) -> None:
                 if not isinstance(msg, dict):
                     continue
                 if msg.get("op") == "run":
+                    _keep(msg.get("cell"), msg.pop("end", None), msg.pop("calls", None))
                     cells.append(msg)
                     _wake.release()
                 elif msg.get("op") == "interrupt":
@@ -111,6 +122,80 @@ def _reader(fd: int, cells: list[dict[str, Any]]) -> None:
 
 
 _wake = threading.Semaphore(0)
+
+
+def _secrets() -> tuple[Any, ...]:
+    """The cells' secrets, in closures: ``keep(cell, end, calls)`` (the reader),
+    ``begin(cell)`` / ``finish(cell) -> end`` (the main thread, before and after the cell's
+    code), ``credential()`` (the calling thread's call credential), ``bind(ident, cred)``
+    / ``unbind(ident)`` (threads, as they start and end)."""
+    lock = threading.Lock()
+    ends = {}  # type: dict[int, str]
+    calls = {}  # type: dict[int, str | None]
+    threads = {}  # type: dict[int, str | None]
+    running = [None]  # type: list[str | None]
+
+    def keep(cell: Any, end: Any, call: Any) -> None:
+        if isinstance(cell, int) and isinstance(end, str):
+            with lock:
+                ends[cell] = end
+                calls[cell] = call if isinstance(call, str) else None
+
+    def begin(cell: int) -> None:
+        with lock:
+            running[0] = calls.pop(cell, None)
+
+    def finish(cell: int) -> str | None:
+        with lock:
+            running[0] = None
+            return ends.pop(cell, None)
+
+    def credential() -> str | None:
+        ident = threading.get_ident()
+        with lock:
+            return running[0] if ident == _main_ident else threads.get(ident)
+
+    def bind(ident: int, cred: str | None) -> None:
+        with lock:
+            threads[ident] = cred
+
+    def unbind(ident: int) -> None:
+        with lock:
+            threads.pop(ident, None)
+
+    return keep, begin, finish, credential, bind, unbind
+
+
+_keep, _begin, _finish, _credential, _bind, _unbind = _secrets()
+
+
+def _bind_new_threads() -> None:
+    """A thread holds the call credential of the thread that started it, as it was then
+    (the running cell's, for a thread a cell starts): ``threading.Thread.start`` and
+    ``_thread.start_new_thread`` are wrapped."""
+    original_start = threading.Thread.start
+    raw_start = _thread.start_new_thread
+
+    def bound(function: Any, cred: str | None) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            ident = threading.get_ident()
+            _bind(ident, cred)
+            try:
+                return function(*args, **kwargs)
+            finally:
+                _unbind(ident)
+
+        return run
+
+    def start(self: threading.Thread) -> None:
+        self.run = bound(self.run, _credential())  # type: ignore[method-assign]
+        original_start(self)
+
+    def start_new_thread(function: Any, args: Any, kwargs: Any = None) -> int:
+        return raw_start(bound(function, _credential()), args, kwargs or {})
+
+    threading.Thread.start = start  # type: ignore[method-assign]
+    _thread.start_new_thread = start_new_thread
 
 
 def _gate() -> None:
@@ -238,7 +323,7 @@ class Kernel:
     def run(self, msg: dict[str, Any]) -> None:
         cell = int(msg.get("cell") or 0)
         code = msg.get("code") or ""
-        marker = str(msg.get("marker") or "").encode("utf-8")
+        _begin(cell)  # the main thread holds the cell's call credential while it runs
         _forget_dead_threads()
         signal.signal(signal.SIGINT, _on_sigint)  # a cell may have replaced it
         status, exit_code = "ok", 0
@@ -259,13 +344,16 @@ class Kernel:
             interrupted = True
         if interrupted and status != "ok":
             status = "interrupted"
+        end = _finish(cell) or ""  # the cell's code has returned: now it may be known
+        marker = f"\0execengine-cell-{cell}-{end}\0".encode()
         bootstrap._flush()
         kill_leftover_processes()
         _mark_leftover_threads(cell)
         for fd in (1, 2):
             with contextlib.suppress(OSError):
                 os.write(fd, marker)
-        self.send({"op": "done", "cell": cell, "status": status, "code": exit_code})
+        self.send({"op": "done", "cell": cell, "end": end, "status": status,
+                   "code": exit_code})
 
     def _exec(self, cell: int, code: str) -> tuple[str, int]:
         filename = f"<cell {cell}>"
@@ -324,12 +412,14 @@ def main() -> int:
     from . import client
 
     client.call_gate = _gate
+    client.call_credential = _credential
     # cells import the project's (else the working directory's) modules as at a prompt,
     # but after everything else: a module left there by an earlier cell or execution
     # cannot stand in for the runtime, the stub, the standard library or a package
     bootstrap.project_path(None if getattr(sys.flags, "safe_path", False) else "")
     _thread.start_new_thread(_connect, ())  # the first cell's first tool call is fast
     _thread.start_new_thread(_reader, (cmd_fd, kernel.cells))
+    _bind_new_threads()  # after the runtime's own threads: they hold no credential
     kernel.serve()
     return 0
 

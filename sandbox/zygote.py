@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 LATE_VARS = (
     "PYTHONPATH", "EXECENGINE_RPC_ENDPOINT", "EXECENGINE_RPC_TOKEN", "EXECENGINE_EXEC_ID",
     "EXECENGINE_WATCHDOG_FD", "EXECENGINE_RUN_TOKEN", "HERMES_RPC_SOCKET", "HERMES_RPC_TOKEN",
-    "TMPDIR", "TMP", "TEMP", "EXECENGINE_PROJECT_DIR",
+    "TMPDIR", "TMP", "TEMP", "EXECENGINE_PROJECT_DIR", "EXECENGINE_SCRIPT_NAME",
 )
 MAX_PLAN = 1 << 20
 MAX_FDS = 250
@@ -307,7 +307,7 @@ def main(params: dict[str, Any]) -> object:
         _place_fds(fds[:2], fds[3:], list(plan["fd_targets"]),
                    {errfd} | ({ruleset} if ruleset is not None else set()))
         os.chdir(plan["cwd"])
-        os.umask(0o022)
+        os.umask(int(plan.get("umask", 0o022)))  # the host's (see entry.exec_workload)
         if ruleset is not None:
             if plan.get("landlock") is not None and ll is not None:
                 _landlock(list(extra.get("read", ())), list(extra.get("write", ())), ll,

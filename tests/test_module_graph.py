@@ -15,9 +15,9 @@ import execengine
 ROOT = Path(execengine.__file__).parent
 #: (module, imported name) pairs that stay inside functions, and why
 LAZY_ALLOWED = {
-    ("execengine.bench.report", "matplotlib"),         # the [bench] extra draws charts
-    ("execengine.bench.report", "matplotlib.pyplot"),
-    ("execengine.bench.report", "matplotlib.patches"),
+    ("execengine.bench.chart", "matplotlib"),          # the [bench] extra draws charts
+    ("execengine.bench.chart", "matplotlib.pyplot"),
+    ("execengine.bench.chart", "matplotlib.patches"),
     ("execengine.bench.tokens", "tiktoken"),           # the [bench] extra counts tokens
     ("execengine.isolation.seccomp", "pyseccomp"),     # Linux only; a missing layer is reported
     ("execengine.isolation.detect", "resource"),       # the probe: POSIX only
@@ -42,6 +42,13 @@ LAZY_ALLOWED = {
     ("execengine.mcp.server", "mcp.server.transport_security"),
     ("execengine.mcp.server", "mcp_types"),
     ("execengine.mcp.server", "uvicorn"),
+    # the [hermes] extra: the plugin imports Hermes only when Hermes loads it
+    ("execengine.integrations.hermes", "model_tools"),
+    ("execengine.integrations.hermes", "tools.approval"),
+    ("execengine.integrations.hermes", "tools.code_execution_tool"),
+    ("execengine.integrations.hermes", "tools.interrupt"),
+    ("execengine.integrations.hermes", "tools.registry"),
+    ("execengine.integrations.hermes", "tools.terminal_tool"),
 }
 
 

@@ -11,6 +11,9 @@ from execengine import (
     UnknownToolError,
     UnknownToolsetError,
 )
+from execengine.host.fake import FakeHost
+from execengine.launch.inprocess import InProcessLauncher
+from execengine.rpc.memory import MemoryServer
 from execengine.toolsets import Toolset
 
 SCHEMA = {"description": "Echo", "parameters": {"type": "object", "properties": {
@@ -182,22 +185,24 @@ def test_toolset_availability():
     assert not status["file"].available  # declared, nothing registered
 
 
-def test_services_are_closed_once():
+def test_services_are_made_once_and_closed_once_with_the_registry(tmp_path):
     closed = []
 
-    class Svc:
-        def __init__(self, reg):
-            pass
-
+    class Host(FakeHost):
         def close(self):
             closed.append(1)
 
-    with ToolRegistry() as reg:
-        assert reg.service("s", Svc) is reg.service("s", Svc)
+    host = Host(Config(), launcher=lambda: InProcessLauncher(MemoryServer(), lambda p: 0),
+                cwd=str(tmp_path))
+    with ToolRegistry(host=host) as reg:
+        assert reg.services.host is host
+        assert reg.services.terminal is reg.services.terminal
+        assert reg.services.workdirs.get("any") == str(tmp_path)
+        terminal = reg.services.terminal.backend
     reg.close()
-    assert closed == [1]
+    assert closed == [1] and terminal.closed
     with pytest.raises(ToolError, match="closed"):
-        reg.service("s", Svc)
+        reg.services.terminal  # noqa: B018 - a property that makes the service
 
 
 def test_env_passthrough_merges_config_and_runtime():
@@ -222,18 +227,11 @@ def test_registry_wide_schema_patches_run_after_the_tools_own():
 def test_a_registry_with_open_services_warns_when_collected():
     import gc
 
-    class Svc:
-        def __init__(self, reg):
-            pass
-
-        def close(self):
-            pass
-
     plain = ToolRegistry()
     del plain
     gc.collect()  # no services, nothing leaks: no warning (warnings are errors here)
     reg = ToolRegistry()
-    reg.service("s", Svc)
+    assert reg.services.terminal.backend is not None  # a terminal backend: closed with it
     with pytest.warns(ResourceWarning, match="was not closed"):
         del reg
         gc.collect()

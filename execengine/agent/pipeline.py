@@ -38,7 +38,6 @@ from execengine.context import CallContext
 from execengine.dispatch import error_result
 from execengine.registry import ToolRegistry
 from execengine.schema import NAME_RE
-from execengine.workdirs import WORKDIRS, TaskDirs
 
 CallStatus = Literal[
     "ok",                 # ran; the tool returned a result
@@ -159,7 +158,7 @@ class ToolCallPipeline:
         explicit = self.context.cwd
         if explicit:
             return explicit
-        return self.registry.service(WORKDIRS, TaskDirs).get(self.task_id or "default")
+        return self.registry.services.workdirs.get(self.task_id or "default")
 
     def normalize(
         self, message: Mapping[str, Any] | AssistantTurn, *, finish_reason: str | None = None,

@@ -30,10 +30,8 @@ from execengine.approval.persist import persist_allowlist
 
 if TYPE_CHECKING:
     from execengine.context import ToolContext
-    from execengine.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
-APPROVALS = "approvals"
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class Verdict:
 class ApprovalState:
     """Approvals remembered by one registry: per (session, pattern), and "always"."""
 
-    def __init__(self, registry: ToolRegistry | None = None) -> None:
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         #: one question at a time: a second call waits and may find the answer remembered
         self.asking = threading.Lock()
@@ -86,7 +84,7 @@ def _approvers(ctx: ToolContext) -> Approver:
 
 def check_command(command: str, ctx: ToolContext, *, sandboxed: bool = False) -> Verdict:
     """``sandboxed``: the command runs inside a sandbox (see
-    :mod:`execengine.confine.terminal`), which is the boundary: only hard blocks apply."""
+    :mod:`execengine.terminal.confined`), which is the boundary: only hard blocks apply."""
     found = assess(command)
     if found.blocked:
         what = ", ".join(p.description for p in found.blocked)
@@ -99,7 +97,7 @@ def check_command(command: str, ctx: ToolContext, *, sandboxed: bool = False) ->
         return Verdict(True, "sandboxed", "runs in a sandbox: no approval needed",
                        found.descriptions)
     cfg = ctx.config.approvals
-    state = ctx.service(APPROVALS, ApprovalState)
+    state = ctx.services.approvals
     session = ctx.task_key
 
     def pending() -> tuple[str, ...]:

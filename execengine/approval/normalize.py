@@ -33,6 +33,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from execengine.approval.expand import PARSE_BYTES, UNPARSED, ansi_c, expanded_commands
+
 MAX_DEPTH = 8
 
 _ZERO_WIDTH = dict.fromkeys(
@@ -57,6 +59,9 @@ _CONFUSABLES = str.maketrans({
 _IFS = re.compile(r"\$\{IFS\}|\$IFS(?![A-Za-z0-9_])")
 _EMPTY_PARAMS = re.compile(r"\$\{?[1-9@*]\}?")
 _CONTINUATION = re.compile(r"\\\r?\n")
+#: a command word only built when it runs (a variable, a substitution) after expansion
+BUILT_NAME = r"^[^\s$`<>]*(?:[$`]|[<>]\()"
+_BUILT_NAME = re.compile(BUILT_NAME)
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "csh", "tcsh",
@@ -254,7 +259,7 @@ def lex(text: str) -> _Lexed:
             j = i + 2
             while j < n and text[j] != "'":
                 j += 2 if text[j] == "\\" else 1
-            word.append(_ansi_c(text[i + 2:j]))
+            word.append(ansi_c(text[i + 2:j]))
             has_word = True
             i = j + 1
         else:
@@ -300,32 +305,28 @@ def _lex_dquote(text: str, i: int, word: list[str], out: _Lexed) -> int:
     return n
 
 
-_ANSI_C = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a",
-           "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "v": "\v"}
+@dataclass
+class _Found:
+    """What the passes over one command found."""
 
-
-def _ansi_c(body: str) -> str:
-    """``$'...'`` strings: escapes including ``\\x72`` and octal ``\\162`` decoded."""
-
-    def sub(m: re.Match[str]) -> str:
-        s = m.group(1)
-        if s[0] in "xX":
-            return chr(int(s[1:], 16))
-        if s[0] in "uU":
-            return chr(int(s[1:], 16))
-        if s[0].isdigit():
-            return chr(int(s, 8) & 0xFF)
-        return _ANSI_C.get(s, "\\" + s)
-
-    return re.sub(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|.)",
-                  sub, body)
+    #: simple commands, unwrapped, as words
+    commands: list[list[str]]
+    #: each script's words joined with its operators (the ``text`` view)
+    texts: list[str]
+    #: (depth, script) already parsed
+    parsed: set[tuple[int, str]]
+    #: bytes the expansion pass may still parse (nested ``sh -c`` strings parse again)
+    budget: int = 2 * PARSE_BYTES
 
 
 # -- unwrapping ---------------------------------------------------------------------------
 
 
 def _basename(word: str) -> str:
-    return word.rsplit("/", 1)[-1] if "/" in word.rstrip("/") else word
+    base = word.rsplit("/", 1)[-1] if "/" in word.rstrip("/") else word
+    # the slash was inside a substitution (``$(curl http://x/c)``, ``${x/a/b}``): the word
+    # stays whole, so it still reads as a command word built when it runs
+    return word if any(c in base for c in ")}`") else base
 
 
 def _skip_options(args: list[str], with_value: frozenset[str]) -> list[str]:
@@ -356,7 +357,7 @@ def _shell_script(args: list[str]) -> str | None:
     return None
 
 
-def _unwrap(words: list[str], depth: int, sink: list[list[str]], texts: list[str]) -> None:
+def _unwrap(words: list[str], depth: int, found: _Found) -> None:
     while words and (words[0] in ("{", "}", "!", "then", "do", "else", "elif", "if",
                                   "while", "until") or _ASSIGNMENT.match(words[0])):
         words = words[1:]
@@ -367,15 +368,15 @@ def _unwrap(words: list[str], depth: int, sink: list[list[str]], texts: list[str
     name = _basename(words[0])
     args = words[1:]
     if depth >= MAX_DEPTH:
-        sink.append([name, *args])
+        found.commands.append([name, *args])
         return
     if name in SHELLS or name == "su":
         script = _shell_script(args)
         if script is not None:
-            _parse(script, depth + 1, sink, texts)
+            _parse(script, depth + 1, found)
             return
     if name == "eval":
-        _parse(" ".join(args), depth + 1, sink, texts)
+        _parse(" ".join(args), depth + 1, found)
         return
     if name == "env":
         rest: list[str] = []
@@ -383,7 +384,7 @@ def _unwrap(words: list[str], depth: int, sink: list[list[str]], texts: list[str
         while i < len(args):
             a = args[i]
             if a in ("-S", "--split-string") and i + 1 < len(args):
-                _parse(" ".join(args[i + 1:]), depth + 1, sink, texts)
+                _parse(" ".join(args[i + 1:]), depth + 1, found)
                 return
             if a in ("-u", "--unset", "-C", "--chdir"):
                 i += 2
@@ -392,39 +393,52 @@ def _unwrap(words: list[str], depth: int, sink: list[list[str]], texts: list[str
             else:
                 rest = args[i:]
                 break
-        _unwrap(rest, depth + 1, sink, texts)
+        _unwrap(rest, depth + 1, found)
         return
     if name in _WRAPPERS:
         rest = _skip_options(args, _WRAPPERS[name])
         rest = rest[_ONE_ARG.get(name, 0):]
         if rest:
-            _unwrap(rest, depth + 1, sink, texts)
+            _unwrap(rest, depth + 1, found)
             return
     if name == "find":
         for i, a in enumerate(args):
             if a in ("-exec", "-execdir", "-ok", "-okdir"):
                 tail = args[i + 1:]
                 stop = next((k for k, w in enumerate(tail) if w in (";", "+")), len(tail))
-                _unwrap(tail[:stop], depth + 1, sink, texts)
-    sink.append([name, *args])
+                _unwrap(tail[:stop], depth + 1, found)
+    found.commands.append([name, *args])
 
 
-def _parse(script: str, depth: int, sink: list[list[str]], texts: list[str]) -> None:
-    lexed = lex(prepare(script) if depth else script)
+def _parse(script: str, depth: int, found: _Found) -> None:
+    script = prepare(script) if depth else script
+    if (depth, script) in found.parsed:  # sh -c 'x' seen by both passes: once is enough
+        return
+    found.parsed.add((depth, script))
+    lexed = lex(script)
     parts = []
+    mark = len(found.commands)
     for words, op in lexed.commands:
         parts.append(" ".join(words) + (f" {op}" if op else ""))
-        _unwrap(list(words), depth, sink, texts)
-    texts.append(" ".join(parts))
+        _unwrap(list(words), depth, found)
+    found.texts.append(" ".join(parts))
+    # a command word this lexer sees as written ($x) is the expansion pass's to judge: it
+    # knows x when the script assigned it
+    found.commands[mark:] = [w for w in found.commands[mark:]
+                             if not _BUILT_NAME.match(" ".join(w))]
+    # the same script on a real parse, with what can be expanded before it runs expanded
+    size = len(script.encode("utf-8", "surrogatepass"))
+    found.budget -= size
+    for words in expanded_commands(script) if found.budget >= 0 else [[UNPARSED]]:
+        _unwrap(words, depth, found)
     if depth < MAX_DEPTH:
         for inner in lexed.nested:
-            _parse(inner, depth + 1, sink, texts)
+            _parse(inner, depth + 1, found)
 
 
 def normalize(command: str) -> Normalized:
     raw = prepare(command)
-    sink: list[list[str]] = []
-    texts: list[str] = []
-    _parse(raw, 0, sink, texts)
-    commands = tuple(" ".join(w) for w in sink)
-    return Normalized(raw=raw, text=" ; ".join(t for t in texts if t), commands=commands)
+    found = _Found([], [], set())
+    _parse(raw, 0, found)
+    commands = tuple(dict.fromkeys(" ".join(w) for w in found.commands))
+    return Normalized(raw=raw, text=" ; ".join(t for t in found.texts if t), commands=commands)

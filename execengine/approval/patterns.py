@@ -24,6 +24,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from execengine.approval.expand import UNPARSED
+from execengine.approval.normalize import BUILT_NAME
+
 
 @dataclass(frozen=True)
 class Pattern:
@@ -136,6 +139,11 @@ DANGEROUS: tuple[Pattern, ...] = (
        "deleting untracked files (git clean -f)"),
     _p("crontab_remove", r"^crontab\s(?:.*\s)?-r\b", "deleting the crontab"),
     _p("user_delete", r"^(?:userdel|deluser|groupdel|delgroup)\s", "deleting users or groups"),
+    # a command word built when the command runs ($x, ${x:-y}, $(...), `...`, <(...))
+    # after every static expansion (execengine/approval/expand.py): what runs is not known
+    _p("unknown_command", BUILT_NAME,
+       "a command whose name is only known when it runs"),
+    _p("unparsed", rf"^{UNPARSED}$", "a command too complex to check before it runs"),
     _p("firewall_flush", r"^(?:iptables|ip6tables)\s(?:.*\s)?(?:-F|-X|--flush)\b|"
        r"^(?:ufw\s+disable|nft\s+flush)\b", "flushing firewall rules"),
 )

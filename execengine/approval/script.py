@@ -37,7 +37,7 @@ from execengine.approval.approver import (
 )
 from execengine.approval.gate import ApprovalState
 from execengine.config import ApprovalsConfig
-from execengine.engine.capture import redact
+from execengine.launch.capture import redact
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,9 @@ CHECKED_TOOLS = frozenset({"web_search", "web_extract", "read_file", "write_file
 
 UNATTENDED = ("BLOCKED: execute_code runs arbitrary local Python (including subprocess calls "
               "that bypass shell-string approval checks). ")
-HOW_TO_ALLOW = ("Use normal tools instead. To let scripts run here, sandbox them "
-                "(code_execution.isolation: restricted or isolated, with "
-                "approvals.execute_code: auto), give the session an approver, or set "
-                "approvals.execute_code: allow only if this host is intentionally trusted.")
+HOW_TO_ALLOW = ("Use normal tools instead. To let scripts run here, give the session an "
+                "approver, or set approvals.execute_code: allow only if this host is "
+                "intentionally trusted.")
 DO_NOT_RETRY = ("The user has NOT consented to this script. Do NOT retry it, do NOT rephrase "
                 "it, and do NOT try to reach the same outcome another way; stop and wait for "
                 "the user.")
@@ -82,14 +81,15 @@ def policy_deny_message() -> str:
             "session. Use normal tools instead.")
 
 
-def session_deny_message() -> str:
+def session_deny_message(why: str = "") -> str:
     return (UNATTENDED + "This session's approval policy is 'deny' (approvals.mode), so no "
-            "user is asked to approve it. " + HOW_TO_ALLOW)
+            "user is asked to approve it. " + (why + " " if why else "") + HOW_TO_ALLOW)
 
 
-def nobody_message() -> str:
+def nobody_message(why: str = "") -> str:
+    """``why``: why this script is not approved without asking (what to change)."""
     return (UNATTENDED + "It needs approval and no user is present to approve it (this "
-            "session has no approver). " + HOW_TO_ALLOW)
+            "session has no approver). " + (why + " " if why else "") + HOW_TO_ALLOW)
 
 
 @dataclass(frozen=True)
@@ -111,14 +111,38 @@ class ScriptScope:
 
     level: str
     tools: tuple[str, ...] = ()
+    #: more tools dispatched like the agent's own (the MCP servers' tools)
+    also_checked: tuple[str, ...] = ()
+
+    def unchecked(self) -> list[str]:
+        """The tools a script may call whose calls are not checked like the agent's."""
+        checked = CHECKED_TOOLS.union(self.also_checked)
+        return sorted(t for t in self.tools if t not in checked)
 
     def tool_calls_confined(self, approvals: ApprovalsConfig) -> bool:
-        if any(t not in CHECKED_TOOLS for t in self.tools):
+        if self.unchecked():
             return False
         return not ("terminal" in self.tools and approvals.mode == "allow")
 
     def confined(self, approvals: ApprovalsConfig) -> bool:
         return self.level in CONFINING_LEVELS and self.tool_calls_confined(approvals)
+
+    def why_not_confined(self, approvals: ApprovalsConfig) -> str:
+        """Why the script needs approval here, naming what to change."""
+        if self.level not in CONFINING_LEVELS:
+            return (f"The script would run at isolation level {self.level!r}, which does "
+                    "not confine it (code_execution.isolation: restricted or isolated "
+                    "does).")
+        unchecked = self.unchecked()
+        if unchecked:
+            return (f"It may call tools whose calls are not checked like the agent's own "
+                    f"({', '.join(unchecked)}): remove them from the session's tools, or "
+                    "approve scripts.")
+        if approvals.execute_code == "ask":
+            return ("approvals.execute_code is 'ask': a person approves every script, "
+                    "sandboxed or not.")
+        return ("approvals.mode is 'allow', so its terminal commands would run unchecked "
+                "(use another approvals.mode, or leave terminal out of the session).")
 
 
 @dataclass(frozen=True)
@@ -182,7 +206,8 @@ def check_script(
     if approvals.mode == "allow":
         return ScriptVerdict(True, "approved", "approvals.mode is 'allow'", "session-policy")
     if approvals.mode == "deny":
-        return _blocked(session_deny_message(), "session-policy")
+        return _blocked(session_deny_message(scope.why_not_confined(approvals)),
+                        "session-policy")
     with state.asking:  # one question at a time; a waiting call may find it remembered
         if remembered():
             return ScriptVerdict(True, "approved", "approved earlier in this session",
@@ -191,7 +216,7 @@ def check_script(
                                   display=redact_script(code))
         answer = _ask(request, approvals, approver, classifier)
         if answer is None:
-            return _blocked(nobody_message(), "nobody")
+            return _blocked(nobody_message(scope.why_not_confined(approvals)), "nobody")
         if not answer.approved:
             if answer.by == "smart":
                 return _blocked(smart_denied_message(), "smart")

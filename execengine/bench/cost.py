@@ -1,7 +1,8 @@
 """What a run costs as a provider bills it: cached and uncached input, cache writes, output.
 
-Prices come from ``prices.yaml`` beside this module (dated, with sources), or from a file of
-the same shape. A session's requests are billed one by one:
+Prices come from ``prices.yaml`` beside this module (each sheet with its source, the date it
+was retrieved, the tokenizer the provider counts with and the framing it documents), or from
+a file of the same shape. A session's requests are billed one by one:
 
 - with a **warm** cache (the default) a request reads from the cache the longest prefix it
   shares with an earlier request: the previous request of the session, or, for the first
@@ -12,7 +13,14 @@ the same shape. A session's requests are billed one by one:
 - providers that bill cache writes (``cache_write``) write every prompt token not read from
   the cache (a cache breakpoint at the end of each request, as agents place it); those tokens
   are billed at the write price instead of the input price;
-- output tokens are billed at the output price.
+- output tokens are billed at the output price;
+- a sheet's ``tool_system_tokens`` (the system prompt a provider adds to every request that
+  offers tools, as Anthropic documents per model) are added to every request's prompt, and
+  cached like the rest of the prefix;
+- ``reasoning`` tokens per model call (a reasoning model's hidden output) are billed as
+  output and never enter the context (as reasoning models' chat APIs drop them between
+  requests). A sheet of a reasoning model carries a default (``reasoning_tokens``); the
+  caller may give another.
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from execengine.errors import BenchError
 
 CACHE_MODES = ("warm", "cold", "off")
 _KEYS = {"provider", "input", "cached_input", "cache_write", "output", "cache_min", "cache_step",
-         "source"}
+         "source", "retrieved", "tokenizer", "tool_system_tokens", "tool_system_source",
+         "reasoning_tokens", "reasoning_source"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,17 @@ class PriceSheet:
     cache_min: int = 1024
     cache_step: int = 1
     source: str = ""
+    #: the date the prices were read at the source
+    retrieved: str = ""
+    #: the provider's own tokenizer (an encoding name of :mod:`~execengine.bench.tokens`,
+    #: or a name such as ``claude`` for one that is not available offline)
+    tokenizer: str = ""
+    #: tokens of the system prompt the provider adds to a request that offers tools
+    tool_system_tokens: int = 0
+    tool_system_source: str = ""
+    #: default hidden reasoning tokens per model call (0: not a reasoning model)
+    reasoning_tokens: int = 0
+    reasoning_source: str = ""
 
     def cached(self, shared: int) -> int:
         """Tokens of a shared prefix of ``shared`` tokens the provider reads from its cache."""
@@ -82,14 +102,15 @@ def load_prices(path: str | Path | None = None) -> Prices:
         raise BenchError(f"cannot read prices from {where}: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("sheets"), dict) or not doc["sheets"]:
         raise BenchError(f"{where}: expected 'as_of', 'default' and a 'sheets' mapping")
-    sheets = {name: _sheet(name, raw, where) for name, raw in doc["sheets"].items()}
+    as_of = str(doc.get("as_of", ""))
+    sheets = {name: _sheet(name, raw, where, as_of) for name, raw in doc["sheets"].items()}
     default = str(doc.get("default") or next(iter(sheets)))
     if default not in sheets:
         raise BenchError(f"{where}: default {default!r} is not one of the sheets")
-    return Prices(str(doc.get("as_of", "")), default, sheets, where)
+    return Prices(as_of, default, sheets, where)
 
 
-def _sheet(name: str, raw: Any, where: str) -> PriceSheet:
+def _sheet(name: str, raw: Any, where: str, as_of: str) -> PriceSheet:
     if not isinstance(raw, dict):
         raise BenchError(f"{where}: sheet {name!r} must be a mapping")
     unknown = sorted(set(raw) - _KEYS)
@@ -103,7 +124,12 @@ def _sheet(name: str, raw: Any, where: str) -> PriceSheet:
             output=float(raw["output"]),
             cache_write=None if raw.get("cache_write") is None else float(raw["cache_write"]),
             cache_min=int(raw.get("cache_min", 1024)), cache_step=int(raw.get("cache_step", 1)),
-            source=str(raw.get("source", "")))
+            source=str(raw.get("source", "")), retrieved=str(raw.get("retrieved") or as_of),
+            tokenizer=str(raw.get("tokenizer", "")),
+            tool_system_tokens=int(raw.get("tool_system_tokens", 0)),
+            tool_system_source=str(raw.get("tool_system_source", "")),
+            reasoning_tokens=int(raw.get("reasoning_tokens", 0)),
+            reasoning_source=str(raw.get("reasoning_source", "")))
     except KeyError as exc:
         raise BenchError(f"{where}: sheet {name!r} lacks {exc.args[0]!r}") from None
     except (TypeError, ValueError) as exc:
@@ -131,14 +157,18 @@ class Bill:
                 "dollars": round(self.dollars, 6)}
 
 
-def bill(requests: Sequence[tuple[int, int]], sheet: PriceSheet, *, prefix_tokens: int = 0,
-         cache: str = "warm") -> Bill:
-    """The bill of one session's requests ((prompt, output) tokens each, in order)."""
+def bill(requests: Sequence[Sequence[int]], sheet: PriceSheet, *, prefix_tokens: int = 0,
+         cache: str = "warm", reasoning: int = 0) -> Bill:
+    """The bill of one session's requests ((prompt, output) tokens each, in order), with
+    ``reasoning`` hidden output tokens per request and the sheet's tool system prompt."""
     if cache not in CACHE_MODES:
         raise BenchError(f"unknown cache mode {cache!r}; choose one of {', '.join(CACHE_MODES)}")
+    if reasoning < 0:
+        raise BenchError(f"reasoning tokens per call must be >= 0, not {reasoning}")
     total = Bill()
-    previous = prefix_tokens if cache == "warm" else 0
-    for prompt, output in requests:
+    extra = sheet.tool_system_tokens
+    previous = prefix_tokens + extra if cache == "warm" else 0
+    for prompt, output in ((p + extra, o + reasoning) for p, o in requests):
         cached = 0 if cache == "off" else sheet.cached(min(previous, prompt))
         fresh = prompt - cached
         written = fresh if cache != "off" and sheet.cache_write is not None \

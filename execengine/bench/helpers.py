@@ -45,3 +45,15 @@ def search_paths(result: Any) -> list[str]:
     paths = [m.get("path", "") for m in result.get("matches", []) if isinstance(m, dict)]
     paths += [f if isinstance(f, str) else f.get("path", "") for f in result.get("files", [])]
     return sorted({p[2:] if p.startswith("./") else p for p in paths if p})
+
+
+def grep_pairs(output: str) -> dict[str, dict[str, str]]:
+    """``{path: {key: value}}`` from ``grep -Ho`` lines of ``path:key: value`` settings (the
+    shell strategies' output, whatever the config's format)."""
+    out: dict[str, dict[str, str]] = {}
+    for line in output.splitlines():
+        path, _, hit = line.partition(":")
+        m = re.match(r'"?(\w+)"?\s*[:=]\s*"?([\w-]+)', hit)
+        if m:
+            out.setdefault(path, {})[m.group(1)] = m.group(2)
+    return out

@@ -1,249 +1,286 @@
-"""Per-workflow and aggregate figures: a table, JSON, the README block and the chart.
+"""The token benchmark's summary: JSON, the table, the figures block of the docs.
 
-Every figure compares the programmatic way with a baseline, the **batched** sequential agent
-by default (the **serial** one, one call per message, is the labelled worst case), under one
-prefix (``minimal`` or ``realistic``, see :class:`~execengine.bench.runner.Prefix`):
+The figures are an **oracle upper bound**: both sides are hand-written (plans and scripts that
+succeed on the first try, with no exploration, no errors and no reasoning of their own), no
+model is involved. ``bench tokens --model`` runs the same tasks with a real model.
 
+What is compared (:mod:`~execengine.bench.compare`): per task, the cheapest sequential
+strategy against the cheapest script (``best``); the naive plan against the script making
+the same calls (``matched``) and one call per message (``serial``) are ablations. Figures:
+
+- **cost**: dollars as the price sheet bills every request (cached and uncached input, cache
+  writes, output, reasoning tokens per call, the provider's tool-use system prompt);
 - **context**: tokens in the context at the end of the task (definitions + transcript);
 - **input**: prompt tokens summed over every model call (before caching);
-- **cost**: dollars as the chosen price sheet bills the calls (cached and uncached input,
-  cache writes, output; :mod:`~execengine.bench.cost`);
 - **round trips**: model calls.
 
-A saving is ``1 - programmatic / baseline`` of the totals over workflows, shown with the
-absolute amount saved and a 95 % bootstrap confidence interval (workflows resampled with
-replacement); medians are of the per-workflow savings.
+Medians over tasks (near-duplicate workflows counted once) come first, per family next,
+totals last.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
-import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execengine.bench.cost import Prices, bill, load_prices
-from execengine.bench.tokens import INSTALL_HINT
+from execengine._text import plural
+from execengine.bench import compare
+from execengine.bench.compare import COMPARISONS, METRICS, SWEEP, Billing, stats, tasks
+from execengine.bench.cost import CACHE_MODES, Prices, load_prices
 from execengine.cli._common import table as render
 from execengine.errors import BenchError
 
 if TYPE_CHECKING:
-    from execengine.bench.runner import WorkflowResult
+    from execengine.bench.runner import SuiteRun
 
-METRICS = ("context_tokens", "input_tokens", "cost", "round_trips")
 LABELS = {"context_tokens": "context tokens at the end of the task",
           "input_tokens": "input tokens over every model call (before caching)",
-          "cost": "billed cost",
+          "cost": "billed cost per task",
           "round_trips": "model round trips"}
-BOOTSTRAP = 2000
-README_START = "<!-- token-figures:start -->"
-README_END = "<!-- token-figures:end -->"
+ABOUT = ("Oracle upper bound: hand-written plans and scripts that succeed first time, no model "
+         "involved; run the same tasks with a real model with `bench tokens --model URL/NAME`.")
+FIGURES_START = "<!-- token-figures:start -->"
+FIGURES_END = "<!-- token-figures:end -->"
+HEADLINE_START = "<!-- token-headline:start -->"
+HEADLINE_END = "<!-- token-headline:end -->"
 
 
-def _saving(base: float, prog: float) -> float:
-    return 0.0 if base <= 0 else 1 - prog / base
+def sheet_info(prices: Prices, billing: Billing, encoding: str) -> dict[str, Any]:
+    ps = billing.sheet
+    return {"sheet": ps.name, "provider": ps.provider, "input": ps.input,
+            "cached_input": ps.cached_input, "cache_write": ps.cache_write,
+            "output": ps.output, "source": ps.source, "retrieved": ps.retrieved,
+            "tokenizer": ps.tokenizer, "tokenizer_matches": ps.tokenizer == encoding,
+            "tool_system_tokens": ps.tool_system_tokens,
+            "tool_system_source": ps.tool_system_source,
+            "reasoning_tokens_per_call": billing.reasoning_tokens,
+            "reasoning_source": ("--reasoning-tokens" if billing.reasoning is not None
+                                 else ps.reasoning_source or "not a reasoning model"),
+            "cache": billing.cache, "file": prices.path}
 
 
-def row(result: WorkflowResult, prices: Prices, *, sheet: str | None = None,
-        cache: str = "warm") -> dict[str, Any]:
-    """One workflow's figures, every way under every prefix, as JSON-able data."""
-    ps = prices.sheet(sheet)
-    ways: dict[str, Any] = {}
-    for name, way in result.ways.items():
-        ways[name] = {}
-        for prefix, f in way.figures.items():
-            b = bill(f.requests, ps, prefix_tokens=f.prefix_tokens, cache=cache)
-            ways[name][prefix] = {
-                "context_tokens": f.context_tokens, "input_tokens": f.input_tokens,
-                "output_tokens": f.output_tokens, "round_trips": f.round_trips,
-                "tool_definition_tokens": f.tool_tokens, "prefix_tokens": f.prefix_tokens,
-                "cost": b.as_dict(), "requests": [list(r) for r in f.requests]}
-    return {
-        "workflow": result.name, "family": result.family, "agree": result.agree,
-        "checked": bool(result.correct), "correct": dict(result.correct),
-        "same_calls": result.same_calls, "detail": result.detail,
-        "tool_calls": result.sequential.tool_calls,
-        "script_tool_calls": result.programmatic.inner_tool_calls,
-        "seconds": {n: round(w.seconds, 3) for n, w in result.ways.items()},
-        "ways": ways,
-    }
-
-
-def value(r: Mapping[str, Any], way: str, prefix: str, metric: str) -> float:
-    fig = r["ways"][way][prefix]
-    return float(fig["cost"]["dollars"] if metric == "cost" else fig[metric])
-
-
-def interval(rows: Sequence[Any], stat: Callable[[Sequence[Any]], float], *,
-             resamples: int = BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile bootstrap interval of ``stat`` over ``rows`` resampled with replacement."""
-    if len(rows) < 2:
-        v = stat(rows) if rows else 0.0
-        return v, v
-    rng = random.Random(seed)
-    n = len(rows)
-    got = sorted(stat([rows[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
-    return got[int(0.025 * resamples)], got[min(resamples - 1, int(0.975 * resamples))]
-
-
-def compare(rows: Sequence[Mapping[str, Any]], metric: str, prefix: str,
-            baseline: str) -> dict[str, Any]:
-    """Programmatic against ``baseline`` on ``metric``: totals, saved, median, interval."""
-    def total_saving(sub: Sequence[Mapping[str, Any]]) -> float:
-        return _saving(sum(value(r, baseline, prefix, metric) for r in sub),
-                       sum(value(r, "programmatic", prefix, metric) for r in sub))
-
-    base = sum(value(r, baseline, prefix, metric) for r in rows)
-    prog = sum(value(r, "programmatic", prefix, metric) for r in rows)
-    per = [_saving(value(r, baseline, prefix, metric), value(r, "programmatic", prefix, metric))
-           for r in rows]
-    low, high = interval(rows, total_saving)
-    digits = 6 if metric == "cost" else 0
-    return {"baseline": round(base, digits), "programmatic": round(prog, digits),
-            "saved": round(base - prog, digits), "savings": round(_saving(base, prog), 4),
-            "ci95": [round(low, 4), round(high, 4)],
-            "median_savings": round(statistics.median(per), 4) if per else 0.0}
-
-
-def aggregate(rows: Sequence[Mapping[str, Any]], *, prefix: str = "realistic",
-              baseline: str = "batched", prefixes: Sequence[str] = ("minimal", "realistic"),
-              meta: Mapping[str, Any] | None = None, prices: Prices | None = None,
-              encoding: str = "o200k_base") -> dict[str, Any]:
+def aggregate(rows: Sequence[Mapping[str, Any]], billing: Billing, *,
+              prefix: str = "realistic", prices: Prices | None = None) -> dict[str, Any]:
+    """The statistics of ``rows`` (see :func:`summarize`)."""
     rows = list(rows)
-    prefixes = [p for p in prefixes if not rows or p in rows[0]["ways"]["programmatic"]]
-    families = sorted({r["family"] for r in rows})
-    out: dict[str, Any] = {"encoding": encoding, "prefix": prefix, "baseline": baseline,
-                           "workflows": rows}
+    out: dict[str, Any] = {"tasks": [], "workflows": rows}
     if not rows:
-        out["aggregate"] = {"workflows": 0}
+        out["headline"] = {"tasks": 0}
         return out
-    agg: dict[str, Any] = {
-        "workflows": len(rows),
-        "agreeing": sum(1 for r in rows if r["agree"]),
-        "checked": sum(1 for r in rows if r["checked"]),
-        "tool_calls": sum(int(r["tool_calls"]) for r in rows),
-        "round_trips": {w: int(sum(value(r, w, prefix, "round_trips") for r in rows))
-                        for w in ("serial", "batched", "programmatic")},
-    }
-    for p in prefixes:
-        agg[p] = {base: {m: compare(rows, m, p, base) for m in METRICS}
-                  for base in ("batched", "serial")}
-    out["aggregate"] = agg
-    out["by_family"] = {f: {m: compare([r for r in rows if r["family"] == f], m, prefix,
-                                       baseline) for m in ("context_tokens", "cost")}
-                        for f in families}
-    out["programmatic_loses"] = sorted(
-        r["workflow"] for r in rows
-        if value(r, "programmatic", prefix, "cost") > value(r, baseline, prefix, "cost"))
+    best = tasks(rows, "best", prefix, billing)
+    prefixes = list(rows[0]["strategies"]["naive"]["ways"]["programmatic"])
+    out["headline"] = {m: stats(best, m) for m in METRICS}
+    out["by_family"] = compare.by_family(best)
+    out["totals"] = {m: {k: v for k, v in stats(best, m).items() if k.startswith("total")}
+                     for m in METRICS}
+    ablations: dict[str, Any] = {}
+    for comparison in COMPARISONS[1:]:
+        ablations[comparison] = {m: stats(tasks(rows, comparison, prefix, billing), m)
+                                 for m in ("cost", "context_tokens", "round_trips")}
+    for other in prefixes:
+        if other != prefix:
+            ablations[f"{other}_prefix"] = {
+                m: stats(tasks(rows, "best", other, billing), m, intervals=False)
+                for m in ("cost", "context_tokens")}
+    per_workflow = [compare.Task(r["workflow"], r["family"], (r["workflow"],), t.values,
+                                 t.chosen)
+                    for r in rows for t in tasks([{**r, "cluster": r["workflow"]}], "best",
+                                                 prefix, billing)]
+    ablations["every_workflow_counted"] = {m: stats(per_workflow, m, intervals=False)
+                                           for m in ("cost", "context_tokens")}
+    out["ablations"] = ablations
+    out["reasoning_sweep"] = [
+        {"reasoning_tokens_per_call": n,
+         **{k: v for k, v in stats(tasks(rows, "best", prefix, Billing(
+             billing.sheet, billing.cache, n), ("cost",)), "cost",
+             intervals=False).items() if k in ("median_saving", "total_saving")}}
+        for n in SWEEP]
     if prices is not None:
-        out["cost_by_price_sheet"] = _by_sheet(rows, prices, prefix, baseline)
-    if meta:
-        out["meta"] = dict(meta)
+        out["cost_by_price_sheet"] = _by_sheet(rows, prices, prefix, billing)
+    matched = {t.name: t for t in tasks(rows, "matched", prefix, billing)}
+    out["tasks"] = [{"task": t.name, "family": t.family, "workflows": list(t.workflows),
+                     "chosen": [list(c) for c in t.chosen],
+                     **{m: {"baseline": round(t.values[m][0], 6 if m == "cost" else 1),
+                            "programmatic": round(t.values[m][1], 6 if m == "cost" else 1),
+                            "saving": round(t.saving(m), 4),
+                            "matched_baseline": round(matched[t.name].values[m][0],
+                                                      6 if m == "cost" else 1)}
+                        for m in METRICS}}
+                    for t in best]
+    out["programmatic_loses"] = [t.name for t in best if t.saving("cost") < 0]
     return out
 
 
 def _by_sheet(rows: Sequence[Mapping[str, Any]], prices: Prices, prefix: str,
-              baseline: str) -> dict[str, Any]:
-    """The total cost saving under every price sheet and cache mode (from the requests)."""
+              billing: Billing) -> dict[str, Any]:
+    """The cost saving under every price sheet and cache mode (each sheet with its default
+    reasoning tokens unless the run gave a number)."""
     out: dict[str, Any] = {}
     for name, ps in prices.sheets.items():
-        out[name] = {}
-        for cache in ("warm", "cold", "off"):
-            totals = []
-            for way in (baseline, "programmatic"):
-                totals.append(sum(
-                    bill([tuple(q) for q in r["ways"][way][prefix]["requests"]], ps,
-                         prefix_tokens=r["ways"][way][prefix]["prefix_tokens"],
-                         cache=cache).dollars for r in rows))
-            out[name][cache] = {"baseline": round(totals[0], 6),
-                                "programmatic": round(totals[1], 6),
-                                "savings": round(_saving(totals[0], totals[1]), 4)}
+        entry: dict[str, Any] = {"tokenizer": ps.tokenizer,
+                                 "reasoning_tokens_per_call": (
+                                     ps.reasoning_tokens if billing.reasoning is None
+                                     else billing.reasoning),
+                                 "tool_system_tokens": ps.tool_system_tokens,
+                                 "retrieved": ps.retrieved}
+        for cache in CACHE_MODES:
+            b = Billing(ps, cache, billing.reasoning)
+            s = stats(tasks(rows, "best", prefix, b, ("cost",)), "cost", intervals=False)
+            entry[cache] = {"median_saving": s["median_saving"],
+                            "total_saving": s["total_saving"]}
+        out[name] = entry
     return out
 
 
-def summarize(results: Sequence[WorkflowResult], *, prices: Prices | None = None,
-              sheet: str | None = None, cache: str = "warm", prefix: str = "realistic",
-              baseline: str = "batched", encoding: str = "o200k_base",
-              meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the report shows, as plain JSON-able data."""
+def summarize(run: SuiteRun, *, prices: Prices | None = None, sheet: str | None = None,
+              cache: str = "warm", reasoning: int | None = None, prefix: str = "realistic",
+              encoding: str = "o200k_base", system_tokens: int = 4000) -> dict[str, Any]:
+    """Everything the report shows, as plain JSON-able data (no timings: two runs with one
+    seed and config give the same JSON)."""
     prices = prices or load_prices()
-    ps = prices.sheet(sheet)
-    rows = [row(r, prices, sheet=sheet, cache=cache) for r in results]
-    prefixes = list(results[0].programmatic.figures) if results else [prefix]
-    if prefix not in prefixes:
-        raise BenchError(f"prefix {prefix!r} was not measured (measured: {', '.join(prefixes)})")
-    out = aggregate(rows, prefix=prefix, baseline=baseline, prefixes=prefixes, prices=prices,
-                    encoding=encoding, meta=meta)
-    out["prices"] = {"sheet": ps.name, "as_of": prices.as_of, "cache": cache,
-                     "source": ps.source}
+    billing = Billing(prices.sheet(sheet), cache, reasoning)
+    rows = [compare.row(r) for r in run.results]
+    measured = (list(run.results[0].programmatic.figures) if run.results else [prefix])
+    if prefix not in measured:
+        raise BenchError(f"prefix {prefix!r} was not measured (measured: {', '.join(measured)})")
+    agg = aggregate(rows, billing, prefix=prefix, prices=prices)
+    out: dict[str, Any] = {
+        "about": ABOUT,
+        "settings": {"encoding": encoding, "prefix": prefix, "system_tokens": system_tokens,
+                     "comparison": "best", "baseline_way": "batched", "seed": run.seed,
+                     # --reasoning-tokens (None: each sheet's own default)
+                     "reasoning_tokens": reasoning},
+        "prices": sheet_info(prices, billing, encoding),
+        "execute_code": {"description": run.description, "tokens": run.description_tokens,
+                         "counted_at_level": run.isolation.get("counted_description_level")},
+        "run": {"isolation_configured": run.isolation.get("configured"),
+                "isolation_level": run.isolation.get("level")},
+        "checks": {"workflows": len(rows), "tasks": len(agg["tasks"]),
+                   "strategies": sum(len(r["strategies"]) for r in rows),
+                   "agreeing": sum(1 for r in rows if r["agree"]),
+                   "checked": sum(1 for r in rows if r["checked"]),
+                   "tool_calls_naive": sum(r["strategies"]["naive"]["tool_calls"]
+                                           for r in rows)},
+    }
+    out.update({k: v for k, v in agg.items() if k != "workflows"})
+    out["workflows"] = rows
     return out
 
+
+# -- text ----------------------------------------------------------------------------------
 
 def pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
-def _amount(metric: str, x: float) -> str:
-    return f"${x:,.4f}" if metric == "cost" else f"{x:,.0f}"
+def _amount(name: str, x: float) -> str:
+    if name == "cost":
+        return f"-${-x:,.4f}" if x < 0 else f"${x:,.4f}"
+    return f"{x:,.0f}"
 
 
-def _line(c: Mapping[str, Any], metric: str) -> str:
-    lo, hi = c["ci95"]
-    return (f"{_amount(metric, c['baseline'])} -> {_amount(metric, c['programmatic'])}: saved "
-            f"{_amount(metric, c['saved'])} ({pct(c['savings'])}, 95% CI {pct(lo)} to "
-            f"{pct(hi)}; median {pct(c['median_savings'])})")
+def _ci(c: Mapping[str, Any], key: str) -> str:
+    lo, hi = c.get(key, (None, None))
+    return "" if lo is None else f" (95% CI over tasks {pct(lo)} to {pct(hi)})"
+
+
+def _median_line(c: Mapping[str, Any], name: str) -> str:
+    return (f"median {pct(c['median_saving'])}{_ci(c, 'median_saving_ci95')}; per task "
+            f"{_amount(name, c['median_baseline'])} -> {_amount(name, c['median_programmatic'])}"
+            f" (median saved {_amount(name, c['median_saved'])})")
+
+
+def _total_line(c: Mapping[str, Any], name: str) -> str:
+    return (f"{_amount(name, c['total_baseline'])} -> {_amount(name, c['total_programmatic'])}:"
+            f" saved {_amount(name, c['total_saved'])} ({pct(c['total_saving'])}"
+            f"{_ci(c, 'total_saving_ci95')})")
+
+
+def _sheet_note(p: Mapping[str, Any], encoding: str) -> str:
+    note = (f"{p['sheet']} prices retrieved {p['retrieved']} ({p['source']}), {p['cache']} "
+            f"cache, {p['reasoning_tokens_per_call']} reasoning tokens per model call")
+    if p.get("tool_system_tokens"):
+        note += f", +{p['tool_system_tokens']} tool-use system prompt tokens per request"
+    if not p.get("tokenizer_matches"):
+        note += (f"; APPROXIMATE: counted with {encoding}, the provider's tokenizer "
+                 f"({p['tokenizer'] or '?'}) is not available offline")
+    return note
 
 
 def table(summary: Mapping[str, Any]) -> str:
-    """The human-readable report."""
-
-    prefix, base = summary["prefix"], summary["baseline"]
-    rows = []
+    """The human-readable report: per workflow, then medians and families, then totals."""
+    settings, p = summary["settings"], summary["prices"]
+    prefix = settings["prefix"]
+    billing_rows = []
+    by_task = {n: t for t in summary.get("tasks", []) for n in t["workflows"]}
     for r in summary["workflows"]:
-        b, p = r["ways"][base][prefix], r["ways"]["programmatic"][prefix]
-        s = r["ways"]["serial"][prefix]
-        rows.append([r["workflow"], r["family"], str(r["tool_calls"]),
-                     f"{b['context_tokens']:,}", f"{p['context_tokens']:,}",
-                     f"{b['context_tokens'] - p['context_tokens']:,}",
-                     pct(_saving(b["context_tokens"], p["context_tokens"])),
-                     f"{b['cost']['dollars']:.4f}", f"{p['cost']['dollars']:.4f}",
-                     pct(_saving(b["cost"]["dollars"], p["cost"]["dollars"])),
-                     f"{s['round_trips']}/{b['round_trips']}/{p['round_trips']}",
-                     ("yes" if r["agree"] else "NO") + ("" if r["checked"] else " (unchecked)")])
-    out = [render(rows, ["workflow", "family", "calls", f"{base} ctx", "prog ctx", "saved",
-                         "%", f"{base} $", "prog $", "$ saved", "trips s/b/p", "right"])]
-    a = summary["aggregate"]
-    if not a.get("workflows"):
+        t = by_task.get(r["workflow"])
+        i = t["workflows"].index(r["workflow"]) if t else 0
+        chosen = t["chosen"][i] if t else ["?", "?"]
+        s = r["strategies"]
+        billing_rows.append([
+            r["workflow"], r["family"], r["cluster"] if r["cluster"] != r["workflow"] else "",
+            str(s["naive"]["tool_calls"]), chosen[0], chosen[1],
+            "/".join(str(s[c]["ways"][w][prefix]["round_trips"])
+                     for c, w in ((chosen[0], "batched"), (chosen[1], "programmatic"))),
+            ("yes" if r["agree"] else "NO") + ("" if r["checked"] else " (unchecked)")])
+    out = [render(billing_rows, ["workflow", "family", "task", "calls", "baseline", "script",
+                                 "trips", "right"])]
+    h = summary.get("headline", {})
+    if not h.get("cost"):
         return "\n".join([*out, "", "no workflows"])
-    pr = summary.get("prices", {})
-    out += ["",
-            f"{a['workflows']} workflows, {a['tool_calls']} tool calls; {a['agreeing']}/"
-            f"{a['workflows']} right both ways with the same tool calls ({a['checked']} "
-            f"checked against the expected answer). Tokens: {summary['encoding']}.",
-            f"Prefix: {prefix}. Baseline: {base} sequential tool calls. Cost: "
-            f"{pr.get('sheet', '?')} prices of {pr.get('as_of', '?')}, {pr.get('cache', '?')} "
-            "cache."]
-    for metric in METRICS:
-        out.append(f"  {LABELS[metric]}: {_line(a[prefix][base][metric], metric)}")
-    out.append(f"against the serial worst case (one call per message; round trips "
-               f"{a['round_trips']['serial']} -> {a['round_trips']['programmatic']}):")
-    for metric in ("context_tokens", "cost"):
-        out.append(f"  {LABELS[metric]}: {_line(a[prefix]['serial'][metric], metric)}")
-    for other in a:
-        if other in ("minimal", "realistic") and other != prefix:
-            c = a[other][base]
-            out.append(f"with the {other} prefix: context {pct(c['context_tokens']['savings'])},"
-                       f" cost {pct(c['cost']['savings'])} saved against {base}")
+    c = summary["checks"]
+    out += ["", summary["about"].replace("Oracle upper bound", "ORACLE UPPER BOUND", 1),
+            f"{plural(c['workflows'], 'workflow')} "
+            f"({plural(c['strategies'], 'strategy', 'strategies')}) in "
+            f"{plural(c['tasks'], 'task')}; "
+            f"{c['agreeing']}/{c['workflows']} right every way with the same calls both ways "
+            f"({c['checked']} checked against the expected answer). Tokens: "
+            f"{settings['encoding']}; {prefix} prefix; seed {settings['seed']}.",
+            f"Cost: {_sheet_note(p, settings['encoding'])}.",
+            "Each task: the cheapest plan of batched tool calls against the cheapest script "
+            "(one execute_code call); near-duplicate workflows are one task.",
+            "Per task (medians over tasks):"]
+    for name in METRICS:
+        out.append(f"  {LABELS[name]}: {_median_line(h[name], name)}")
+    out.append("By family (median / total cost saved; median context saved):")
     for fam, f in summary["by_family"].items():
-        out.append(f"  {fam:9} context {pct(f['context_tokens']['savings'])}, cost "
-                   f"{pct(f['cost']['savings'])} saved")
+        out.append(f"  {fam:9} {plural(f['cost']['tasks'], 'task'):>8}: cost "
+                   f"{pct(f['cost']['median_saving'])}"
+                   f" / {pct(f['cost']['total_saving'])}; context "
+                   f"{pct(f['context_tokens']['median_saving'])}")
+    out.append("Totals over tasks:")
+    for name in METRICS:
+        out.append(f"  {LABELS[name]}: {_total_line(h[name], name)}")
+    ab = summary["ablations"]
+    out.append("Ablations (cost saved, median / total):")
+    for key, label in (("matched", "naive plan against the script making the same calls"),
+                       ("serial", "the same, one call per message (worst case)"),
+                       ("every_workflow_counted", "best strategies, every workflow counted "
+                                                  "(near-duplicates too)")):
+        a = ab[key]["cost"]
+        out.append(f"  {label}: {pct(a['median_saving'])} / {pct(a['total_saving'])}")
+    for key, a in ab.items():
+        if key.endswith("_prefix"):
+            out.append(f"  {key.replace('_', ' ')}: {pct(a['cost']['median_saving'])} / "
+                       f"{pct(a['cost']['total_saving'])}")
+    out.append(f"Reasoning tokens per model call, both sides ({p['sheet']}; median / total "
+               "cost saved): " + ", ".join(
+                   f"{s['reasoning_tokens_per_call']}: {pct(s['median_saving'])} / "
+                   f"{pct(s['total_saving'])}" for s in summary["reasoning_sweep"]))
     if summary.get("cost_by_price_sheet"):
-        out.append(f"cost saved by price sheet (warm / cold / no cache): {_sheets(summary)}")
+        out.append("By price sheet (median cost saved, warm / cold / no cache):")
+        for name, v in summary["cost_by_price_sheet"].items():
+            label = "" if v["tokenizer"] == settings["encoding"] else (
+                f" [approximate: {v['tokenizer']} tokenizer not available offline]")
+            out.append(f"  {name} ({v['reasoning_tokens_per_call']} reasoning/call, retrieved "
+                       f"{v['retrieved']}): " + " / ".join(
+                           pct(v[m]["median_saving"]) for m in CACHE_MODES) + label)
     if summary.get("programmatic_loses"):
-        out.append("execute_code costs more than the baseline on: "
+        out.append("execute_code costs more than the best plan on: "
                    + ", ".join(summary["programmatic_loses"]))
     for r in summary["workflows"]:
         if not r["agree"]:
@@ -255,128 +292,72 @@ def to_json(summary: Mapping[str, Any]) -> str:
     return json.dumps(summary, indent=2, ensure_ascii=False)
 
 
-def readme_block(summary: Mapping[str, Any]) -> str:
-    """The README's figures, between its markers (regenerated by ``--readme``)."""
-    a, prefix, base = summary["aggregate"], summary["prefix"], summary["baseline"]
-    pr = summary.get("prices", {})
-
-    def cell(c: Mapping[str, Any], metric: str) -> str:
-        lo, hi = c["ci95"]
-        return (f"{_amount(metric, c['baseline'])} | {_amount(metric, c['programmatic'])} | "
-                f"{_amount(metric, c['saved'])} | **{pct(c['savings'])}** "
-                f"({pct(lo)} to {pct(hi)}) | {pct(c['median_savings'])}")
-
-    lines = [README_START,
-             f"Current figures ({summary['encoding']}; {a['workflows']} workflows, "
-             f"{a['tool_calls']} tool calls; {a['agreeing']}/{a['workflows']} right both ways "
-             f"against the expected answer, with the same tool calls; {prefix} prefix; cost at "
-             f"{pr.get('sheet', '?')} prices of {pr.get('as_of', '?')}, {pr.get('cache', '?')} "
-             "prompt cache):", "",
-             f"| measure | {base} tool calls | one execute_code call | saved | saved % (95% CI)"
-             " | median |", "|---|---|---|---|---|---|"]
-    for metric in METRICS:
-        lines.append(f"| {LABELS[metric]} | {cell(a[prefix][base][metric], metric)} |")
-    for metric in ("context_tokens", "cost"):
-        lines.append(f"| {LABELS[metric]}, against serial calls (worst case) | "
-                     f"{cell(a[prefix]['serial'][metric], metric)} |")
-    lines.append("")
-    others = [p for p in ("minimal", "realistic") if p in a and p != prefix]
-    for other in others:
-        c = a[other][base]
-        lines.append(f"With the {other} prefix: context {pct(c['context_tokens']['savings'])}"
-                     f" and cost {pct(c['cost']['savings'])} saved against {base} calls.")
-    fams = ", ".join(f"{f} {pct(v['context_tokens']['savings'])} / {pct(v['cost']['savings'])}"
-                     for f, v in summary["by_family"].items())
-    lines.append(f"By family (context / cost saved): {fams}.")
-    if summary.get("cost_by_price_sheet"):
-        lines.append(f"Cost saved against {base} calls by price sheet (warm / cold / no prompt "
-                     f"cache): {_sheets(summary)}.")
+def figures_block(summary: Mapping[str, Any]) -> str:
+    """docs/benchmarks.md's figures (between its markers; ``--figures FILE`` rewrites them)."""
+    h, p, s = summary["headline"], summary["prices"], summary["settings"]
+    c = summary["checks"]
+    lines = [FIGURES_START,
+             f"Oracle upper bound, {plural(c['tasks'], 'task')} "
+             f"({plural(c['workflows'], 'workflow')}, "
+             f"{c['agreeing']}/{c['workflows']} right every way); {s['encoding']}, {s['prefix']}"
+             f" prefix, seed {s['seed']}; cost at {_sheet_note(p, s['encoding'])}.", "",
+             "| per task | tool calls (best plan) | execute_code (best script) | saved, median "
+             "(95% CI over tasks) | saved, total |", "|---|---|---|---|---|"]
+    for name in METRICS:
+        m = h[name]
+        lo, hi = m["median_saving_ci95"]
+        lines.append(f"| {LABELS[name]} | {_amount(name, m['median_baseline'])} | "
+                     f"{_amount(name, m['median_programmatic'])} | **{pct(m['median_saving'])}**"
+                     f" ({pct(lo)} to {pct(hi)}) | {pct(m['total_saving'])} |")
+    lines += ["", "| family | tasks | cost saved, median | cost saved, total | context saved, "
+                  "median |", "|---|---|---|---|---|"]
+    for fam, f in summary["by_family"].items():
+        lines.append(f"| {fam} | {f['cost']['tasks']} | {pct(f['cost']['median_saving'])} | "
+                     f"{pct(f['cost']['total_saving'])} | "
+                     f"{pct(f['context_tokens']['median_saving'])} |")
+    ab = summary["ablations"]
+    lines += ["", "Ablations, cost saved (median / total): matched calls (the naive plan "
+              f"against its own script) {pct(ab['matched']['cost']['median_saving'])} / "
+              f"{pct(ab['matched']['cost']['total_saving'])}; serial calls "
+              f"{pct(ab['serial']['cost']['median_saving'])} / "
+              f"{pct(ab['serial']['cost']['total_saving'])}. With reasoning tokens per call "
+              "on both sides: " + ", ".join(
+                  f"{r['reasoning_tokens_per_call']} {pct(r['median_saving'])} / "
+                  f"{pct(r['total_saving'])}" for r in summary["reasoning_sweep"]) + "."]
     if summary.get("programmatic_loses"):
-        lines.append("execute_code costs more than batched calls on: "
+        lines.append("execute_code costs more than the best plan on: "
                      + ", ".join(f"`{n}`" for n in summary["programmatic_loses"]) + ".")
-    lines.append(README_END)
+    lines.append(FIGURES_END)
     return "\n".join(lines)
 
 
-def _sheets(summary: Mapping[str, Any]) -> str:
-    return ", ".join(f"{name} " + " / ".join(pct(v[c]["savings"]) for c in ("warm", "cold", "off"))
-                     for name, v in summary["cost_by_price_sheet"].items())
+def headline_block(summary: Mapping[str, Any]) -> str:
+    """A short block for a README (at most 8 lines between the markers)."""
+    h, p = summary["headline"], summary["prices"]
+    fam = ", ".join(f"{f} {pct(v['cost']['median_saving'])}"
+                    for f, v in summary["by_family"].items())
+    lines = [HEADLINE_START,
+             "| per task, median over tasks (oracle upper bound) | tool calls | execute_code "
+             "| saved |", "|---|---|---|---|"]
+    for name in ("cost", "context_tokens", "round_trips"):
+        m = h[name]
+        lines.append(f"| {LABELS[name]} | {_amount(name, m['median_baseline'])} | "
+                     f"{_amount(name, m['median_programmatic'])} | {pct(m['median_saving'])} |")
+    lines.append("")
+    lines.append(f"Cost saved by family (median): {fam}; total over "
+                 f"{plural(h['cost']['tasks'], 'task')} {pct(h['cost']['total_saving'])} "
+                 f"({p['sheet']}, prices retrieved {p['retrieved']}).")
+    lines.append(HEADLINE_END)
+    return "\n".join(lines)
 
 
-def update_readme(path: str | Path, summary: Mapping[str, Any]) -> Path:
-    """Replace the figures between the README's markers."""
+def update_block(path: str | Path, block: str) -> Path:
+    """Replace the block between ``block``'s own markers in the file at ``path``."""
     p = Path(path)
+    start, end = block.split("\n", 1)[0], block.rsplit("\n", 1)[-1]
     text = p.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(README_START) + ".*?" + re.escape(README_END), re.S)
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise BenchError(f"{p}: no {README_START} ... {README_END} block to update")
-    p.write_text(pattern.sub(lambda _: readme_block(summary), text, count=1), encoding="utf-8")
+        raise BenchError(f"{p}: no {start} ... {end} block to update")
+    p.write_text(pattern.sub(lambda _: block, text, count=1), encoding="utf-8")
     return p
-
-
-FAMILY_COLORS = {"data": "#4C72B0", "research": "#DD8452", "refactor": "#55A868",
-                 "build": "#C44E52", "small": "#8C8C8C"}
-
-
-def chart(summary: Mapping[str, Any], path: str | Path) -> Path:
-    """Per workflow: context both ways, and context, cost and round trips saved against the
-    baseline (the serial worst case as a marker), to a PNG."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Rectangle
-    except ImportError as exc:
-        raise BenchError(f"matplotlib is not installed; {INSTALL_HINT}") from exc
-    rows = summary["workflows"]
-    if not rows:
-        raise BenchError("no workflow results to chart")
-    prefix, base = summary["prefix"], summary["baseline"]
-    ys = list(range(len(rows)))
-    height = 0.3 * len(rows) + 3.0
-    fig, axes = plt.subplots(1, 4, figsize=(17, height), sharey=True,
-                             gridspec_kw={"width_ratios": [3, 2, 2, 2]})
-    ctx, saved, cost, trips = axes
-    h = 0.4
-    ctx.barh([y - h / 2 for y in ys], [value(r, base, prefix, "context_tokens") for r in rows],
-             h, label=f"{base} tool calls", color="#999999")
-    ctx.barh([y + h / 2 for y in ys],
-             [value(r, "programmatic", prefix, "context_tokens") for r in rows], h,
-             label="one execute_code call", color="#2A7AB0")
-    ctx.set_xlabel(f"context tokens at the end ({summary['encoding']})")
-    ctx.set_yticks(ys, [f"{r['workflow']} ({r['tool_calls']})" for r in rows])
-    ctx.invert_yaxis()
-    ctx.legend(loc="lower right", fontsize=8, frameon=False)
-    colors = [FAMILY_COLORS.get(r["family"], "#777777") for r in rows]
-    a = summary["aggregate"][prefix]
-    for ax, metric, title in ((saved, "context_tokens", "context saved (%)"),
-                              (cost, "cost", "billed cost saved (%)"),
-                              (trips, "round_trips", "round trips saved (%)")):
-        vals = [_saving(value(r, base, prefix, metric), value(r, "programmatic", prefix, metric))
-                * 100 for r in rows]
-        ax.barh(ys, vals, color=colors)
-        worst = [_saving(value(r, "serial", prefix, metric),
-                         value(r, "programmatic", prefix, metric)) * 100 for r in rows]
-        ax.plot(worst, ys, "k|", markersize=7, label="against serial calls")
-        c = a[base][metric]
-        ax.axvline(c["savings"] * 100, color="black", lw=1.2,
-                   label=f"total {pct(c['savings'])} ({pct(c['ci95'][0])} to {pct(c['ci95'][1])})")
-        ax.axvspan(c["ci95"][0] * 100, c["ci95"][1] * 100, color="black", alpha=0.08)
-        ax.axvline(0, color="#555555", lw=0.6)
-        ax.set_xlim(min(-5.0, min(vals) - 5), 100)
-        ax.set_xlabel(title)
-        ax.legend(loc="lower left", fontsize=7, frameon=False)
-    handles = [Rectangle((0, 0), 1, 1, color=c) for c in FAMILY_COLORS.values()]
-    fig.legend(handles, list(FAMILY_COLORS), loc="lower center", ncol=len(FAMILY_COLORS),
-               fontsize=8, frameon=False)
-    pr = summary.get("prices", {})
-    fig.suptitle(f"execute_code against {base} tool calls ({prefix} prefix; cost at "
-                 f"{pr.get('sheet', '?')} prices, {pr.get('cache', '?')} cache; 95% bootstrap "
-                 f"CI over {len(rows)} workflows; tool calls in brackets)", fontsize=11)
-    fig.tight_layout(rect=(0, 0.6 / height, 1, 1))
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out

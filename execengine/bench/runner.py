@@ -29,9 +29,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.fixtures import Fixtures
+from execengine.bench.reproducible import (
+    PINNED_LEVEL,
+    Canon,
+    execute_code_description,
+    pin_definitions,
+)
 from execengine.bench.tokens import REPLY_PRIMING, TOKENS_PER_MESSAGE, TokenCounter
 from execengine.bench.workflow import (
+    NAIVE,
     Call,
+    Plan,
     Workflow,
     answer_from_output,
     decode_result,
@@ -55,6 +63,8 @@ EXECUTE_CODE = "execute_code"
 WAYS = ("serial", "batched", "programmatic")
 #: the default baseline the savings are measured against
 BASELINE = "batched"
+#: the fixtures' and the call ids' seed: two runs with one seed count the same tokens
+DEFAULT_SEED = 7
 
 # A system prompt of a real agent's size: its text does not matter to the counts, only its
 # length, so it is these guidelines repeated (numbered) up to the size asked for.
@@ -135,7 +145,7 @@ class Figures:
 
 @dataclass
 class WayResult:
-    """One way of running a workflow: its transcript (after the system message), its calls,
+    """One way of running a strategy: its transcript (after the system message), its calls,
     its answer and its figures per prefix."""
 
     messages: list[dict[str, Any]]
@@ -154,16 +164,40 @@ class WayResult:
 
 
 @dataclass
+class StrategyResult:
+    """One strategy run every way (``serial``, ``batched``, ``programmatic``), checked."""
+
+    name: str
+    ways: dict[str, WayResult]
+    #: each way's answer equals the expected one (None: the workflow has no expected answer)
+    correct: dict[str, bool | None] = field(default_factory=dict)
+    #: the script made the same tool calls as the plan
+    same_calls: bool = True
+    detail: str = ""
+
+    @property
+    def agree(self) -> bool:
+        """Every way right (or, without an expected answer, equal) with the same calls."""
+        return (not self.detail and self.same_calls
+                and all(v is not False for v in self.correct.values()))
+
+
+@dataclass
 class WorkflowResult:
     name: str
     family: str
-    ways: dict[str, WayResult]
+    strategies: dict[str, StrategyResult]
+    cluster: str = ""
     expected: Any = None
-    #: each way's answer equals the expected one (None: the workflow has no expected answer)
-    correct: dict[str, bool | None] = field(default_factory=dict)
-    #: the script made the same tool calls as the sequential way
-    same_calls: bool = True
-    detail: str = ""
+
+    @property
+    def naive(self) -> StrategyResult:
+        return self.strategies[NAIVE]
+
+    @property
+    def ways(self) -> dict[str, WayResult]:
+        """The naive strategy's ways."""
+        return self.naive.ways
 
     @property
     def sequential(self) -> WayResult:
@@ -174,13 +208,25 @@ class WorkflowResult:
         return self.ways["programmatic"]
 
     @property
+    def correct(self) -> dict[str, bool | None]:
+        return self.naive.correct
+
+    @property
+    def same_calls(self) -> bool:
+        return all(s.same_calls for s in self.strategies.values())
+
+    @property
+    def detail(self) -> str:
+        return "; ".join(s.detail if s.name == NAIVE else f"[{s.name}] {s.detail}"
+                         for s in self.strategies.values() if s.detail)
+
+    @property
     def agree(self) -> bool:
-        """Both ways right (or, without an expected answer, equal) with the same calls."""
-        return (not self.detail and self.same_calls
-                and all(v is not False for v in self.correct.values()))
+        """Every strategy right every way, with the same calls both ways."""
+        return all(s.agree for s in self.strategies.values())
 
     def savings(self, prefix: str = "minimal", baseline: str = BASELINE) -> float:
-        """Fraction of the baseline's final context the programmatic way saves."""
+        """Fraction of the naive baseline's final context the naive script saves."""
         seq = self.ways[baseline].figures[prefix].context_tokens
         prog = self.programmatic.figures[prefix].context_tokens
         return 0.0 if seq == 0 else 1 - prog / seq
@@ -208,12 +254,14 @@ class Runner:
     """Runs workflows on one registry and one set of fixtures."""
 
     def __init__(self, registry: ToolRegistry, fx: Fixtures, counter: TokenCounter,
-                 prefixes: Sequence[Prefix] = (MINIMAL, REALISTIC)) -> None:
+                 prefixes: Sequence[Prefix] = (MINIMAL, REALISTIC), *, seed: int = 0) -> None:
         self.registry = registry
         self.fx = fx
         self.counter = counter
         self.prefixes = tuple(prefixes)
-        self._ids = random.Random(f"bench-call-ids-{fx.root.name}")
+        self.seed = seed
+        self.canon = Canon(str(fx.root), fx.base_url)
+        self._ids = random.Random(f"bench-call-ids-{seed}")
         self._recording: list[Call] | None = None
         registry.add_hook("pre_tool_call", self._record)
 
@@ -222,27 +270,38 @@ class Runner:
             self._recording.append(Call(name, dict(args)))
 
     def call_id(self) -> str:
-        """An id of the length real providers use (``call_`` and 24 letters and digits)."""
+        """An id of the length real providers use (``call_`` and 24 letters and digits),
+        from the run's seed (ids are not counted; they keep transcripts comparable)."""
         return "call_" + "".join(self._ids.choices(string.ascii_letters + string.digits,
                                                    k=24))
 
     def _tools(self, wf: Workflow, prefix: Prefix, programmatic: bool) -> list[dict[str, Any]]:
         if prefix.session_tools:
-            return self.registry.get_tool_definitions()
-        extra = ["code_execution"] if programmatic else []
-        return self.registry.get_tool_definitions(enabled_toolsets=[*wf.toolsets, *extra])
+            tools = self.registry.get_tool_definitions()
+        else:
+            extra = ["code_execution"] if programmatic else []
+            tools = self.registry.get_tool_definitions(enabled_toolsets=[*wf.toolsets, *extra])
+        return pin_definitions(tools, self.registry.config)
+
+    def counted_description(self) -> str:
+        """execute_code's description as the counts see it (pinned; see
+        :mod:`~execengine.bench.reproducible`)."""
+        return execute_code_description(pin_definitions(self.registry.get_tool_definitions(),
+                                                        self.registry.config))
 
     def _dispatch(self, wf: Workflow, tool: str, args: Mapping[str, Any]) -> str:
         return self.registry.dispatch(tool, dict(args), task_id=f"bench-{wf.name}")
 
     # -- the two ways ------------------------------------------------------------------------
 
-    def sequential(self, wf: Workflow) -> WayResult:
+    def sequential(self, wf: Workflow, plan: Callable[[Fixtures], Plan] | None = None
+                   ) -> WayResult:
+        """``plan`` (default: the workflow's naive one) as a model's tool calls."""
         if wf.mutates:
             self.fx.reset_project()
-        way = WayResult([{"role": "user", "content": wf.task_for(self.fx)}])
+        way = WayResult([{"role": "user", "content": wf.prompt(self.fx)}])
         started = time.perf_counter()
-        gen = wf.plan(self.fx)
+        gen = (plan or wf.plan)(self.fx)
         try:
             batch = next(gen)
             while True:
@@ -251,12 +310,14 @@ class Runner:
                 calls = [(self.call_id(), c) for c in batch]
                 way.messages.append({"role": "assistant", "content": None, "tool_calls": [
                     {"id": cid, "type": "function",
-                     "function": {"name": c.tool, "arguments": json.dumps(c.args)}}
+                     "function": {"name": c.tool,
+                                  "arguments": self.canon(json.dumps(c.args))}}
                     for cid, c in calls]})
                 results = []
                 for cid, c in calls:
                     text = self._dispatch(wf, c.tool, c.args)
-                    way.messages.append({"role": "tool", "tool_call_id": cid, "content": text})
+                    way.messages.append({"role": "tool", "tool_call_id": cid,
+                                         "content": self.canon(text)})
                     results.append(decode_result(text))
                 way.calls += [c for _, c in calls]
                 way.tool_calls += len(calls)
@@ -269,15 +330,18 @@ class Runner:
         self._finish(way)
         return way
 
-    def programmatic(self, wf: Workflow) -> WayResult:
+    def programmatic(self, wf: Workflow, script: Callable[[Fixtures], str] | None = None
+                     ) -> WayResult:
+        """``script`` (default: the workflow's naive one) in one execute_code call."""
         if wf.mutates:
             self.fx.reset_project()
-        way = WayResult([{"role": "user", "content": wf.task_for(self.fx)}])
-        code = wf.script(self.fx)
+        way = WayResult([{"role": "user", "content": wf.prompt(self.fx)}])
+        code = (script or wf.script)(self.fx)
         cid = self.call_id()
         way.messages.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": cid, "type": "function",
-             "function": {"name": EXECUTE_CODE, "arguments": json.dumps({"code": code})}}]})
+             "function": {"name": EXECUTE_CODE,
+                          "arguments": self.canon(json.dumps({"code": code}))}}]})
         started = time.perf_counter()
         self._recording = way.calls
         try:
@@ -285,7 +349,7 @@ class Runner:
         finally:
             self._recording = None
         way.seconds = time.perf_counter() - started
-        way.messages.append({"role": "tool", "tool_call_id": cid, "content": text})
+        way.messages.append({"role": "tool", "tool_call_id": cid, "content": self.canon(text)})
         way.tool_calls = 1
         result = decode_result(text)
         if not isinstance(result, dict) or "output" not in result:
@@ -325,39 +389,46 @@ class Runner:
         return Figures(prefix_tokens, tool_tokens, prompt, tuple(requests))
 
     def run(self, wf: Workflow) -> WorkflowResult:
-        batched = self.sequential(wf)
-        prog = self.programmatic(wf)
-        serial = WayResult(split_serial(batched.messages), batched.answer, batched.error,
-                           list(batched.calls), batched.tool_calls, batched.seconds)
-        ways = {"serial": serial, "batched": batched, "programmatic": prog}
-        for prefix in self.prefixes:
-            for name, way in ways.items():
-                tools = self._tools(wf, prefix, programmatic=name == "programmatic")
-                way.figures[prefix.name] = self.measure(way, tools, prefix)
-        result = WorkflowResult(wf.name, wf.family, ways)
-        self._check(wf, result)
-        if wf.mutates:
-            self.fx.reset_project()
-        return result
-
-    def _check(self, wf: Workflow, result: WorkflowResult) -> None:
-        seq, prog = result.sequential, result.programmatic
-        problems = [f"{name}: {way.error}" for name, way in (("sequential", seq),
-                                                             ("programmatic", prog))
-                    if way.error]
+        result = WorkflowResult(wf.name, wf.family, {}, cluster=wf.group)
         if wf.truth is not None:
             try:
                 result.expected = wf.truth(self.fx)
             except Exception as exc:
-                problems.append(f"expected answer failed: {type(exc).__name__}: {exc}")
-            else:
-                for name, way in (("batched", seq), ("programmatic", prog)):
-                    ok = not way.error and _checked(wf, result.expected, way.answer)
-                    result.correct[name] = ok
-                    if not ok and not way.error:
-                        problems.append(f"{name} answer {_short(way.answer)} is not the "
-                                        f"expected {_short(result.expected)}")
-                result.correct["serial"] = result.correct["batched"]
+                result.expected = _TruthFailed(f"{type(exc).__name__}: {exc}")
+        for strategy in wf.strategies():
+            batched = self.sequential(wf, strategy.plan)
+            prog = self.programmatic(wf, strategy.script)
+            serial = WayResult(split_serial(batched.messages), batched.answer, batched.error,
+                               list(batched.calls), batched.tool_calls, batched.seconds)
+            ways = {"serial": serial, "batched": batched, "programmatic": prog}
+            for prefix in self.prefixes:
+                for name, way in ways.items():
+                    tools = self._tools(wf, prefix, programmatic=name == "programmatic")
+                    way.figures[prefix.name] = self.measure(way, tools, prefix)
+            sr = StrategyResult(strategy.name, ways)
+            self._check(wf, sr, result.expected)
+            result.strategies[strategy.name] = sr
+        if isinstance(result.expected, _TruthFailed):
+            result.expected = None
+        if wf.mutates:
+            self.fx.reset_project()
+        return result
+
+    def _check(self, wf: Workflow, result: StrategyResult, expected: Any) -> None:
+        seq, prog = result.ways[BASELINE], result.ways["programmatic"]
+        problems = [f"{name}: {way.error}" for name, way in (("sequential", seq),
+                                                             ("programmatic", prog))
+                    if way.error]
+        if isinstance(expected, _TruthFailed):
+            problems.append(f"expected answer failed: {expected.error}")
+        elif wf.truth is not None:
+            for name, way in (("batched", seq), ("programmatic", prog)):
+                ok = not way.error and _checked(wf, expected, way.answer)
+                result.correct[name] = ok
+                if not ok and not way.error:
+                    problems.append(f"{name} answer {_short(way.answer)} is not the "
+                                    f"expected {_short(expected)}")
+            result.correct["serial"] = result.correct["batched"]
         elif not seq.error and not prog.error and not _checked(wf, seq.answer, prog.answer):
             problems.append(f"answers differ: sequential {_short(seq.answer)} vs "
                             f"programmatic {_short(prog.answer)}")
@@ -383,6 +454,11 @@ class Runner:
 
     def run_all(self, workflows: Iterable[Workflow]) -> list[WorkflowResult]:
         return [self.run(wf) for wf in workflows]
+
+
+@dataclass(frozen=True)
+class _TruthFailed:
+    error: str
 
 
 def _checked(wf: Workflow, expected: Any, answer: Any) -> bool:
@@ -421,25 +497,42 @@ def _short(value: Any) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
+@dataclass
+class SuiteRun:
+    """A suite's results and what the run was: the seed, the counted execute_code
+    description, the isolation level the scripts ran at."""
+
+    results: list[WorkflowResult]
+    seed: int
+    description: str
+    description_tokens: int
+    isolation: dict[str, str]
+
+
 def run_suite(workflows: Iterable[Workflow], *, config: Config | None = None,
               encoding: str = "o200k_base", prefixes: Sequence[Prefix] = (MINIMAL, REALISTIC),
-              progress: Callable[[WorkflowResult], None] | None = None,
-              ) -> list[WorkflowResult]:
-    """Run ``workflows`` both ways on fresh fixtures and a registry of the built-in tools.
+              progress: Callable[[WorkflowResult], None] | None = None, seed: int = DEFAULT_SEED,
+              ) -> SuiteRun:
+    """Run ``workflows`` every way on fresh fixtures (generated from ``seed``) and a registry
+    of the built-in tools.
 
     ``config`` (default: built-in defaults) is adjusted by :func:`bench_overrides`.
     """
 
     counter = TokenCounter(encoding)
     out: list[WorkflowResult] = []
-    with Fixtures() as fx:
+    with Fixtures(seed=seed) as fx:
         cfg = (config or Config()).with_overrides(bench_overrides(fx))
         with ToolRegistry.with_builtins(cfg, plugins=False) as registry, \
-                Engine(cfg, registry):  # runs the registry's execute_code calls
-            runner = Runner(registry, fx, counter, prefixes)
+                Engine(cfg, registry) as engine:  # runs the registry's execute_code calls
+            runner = Runner(registry, fx, counter, prefixes, seed=seed)
             for wf in workflows:
                 result = runner.run(wf)
                 out.append(result)
                 if progress is not None:
                     progress(result)
-    return out
+            description = runner.counted_description()
+            level = engine.launcher.level
+    return SuiteRun(out, seed, description, counter.count(description),
+                    {"configured": str(cfg.code_execution.isolation), "level": str(level),
+                     "counted_description_level": PINNED_LEVEL})

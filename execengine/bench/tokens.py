@@ -9,9 +9,14 @@ Which counts are exact:
   ``tiktoken`` alone would fetch the files from the internet on first use.
 - **Chat messages** (:meth:`TokenCounter.count_messages`) follow OpenAI's published counting
   rule: 3 tokens of framing per message, 1 more for a ``name``, 3 to prime the reply. Tool
-  calls inside an assistant message count their id, function name and arguments plus 3
-  tokens of framing each; OpenAI does not publish that framing, so it is an estimate, and the
-  same estimate applies to both ways a workflow runs.
+  calls inside an assistant message count their function name and arguments plus 3 tokens of
+  framing each; OpenAI does not publish that framing, so it is an estimate, and the same
+  estimate applies to both ways a workflow runs.
+- **Call ids** (``tool_calls[].id``, ``tool_call_id``) count nothing: the API mints them, the
+  model does not write them, and the one chat format OpenAI published for its own models
+  (harmony, for gpt-oss) renders no ids in the prompt either: a call is addressed by its
+  function's name. Counted, the 24-character ids the harness mints weighed ~18 tokens each,
+  as model output.
 - **Tool definitions** (:meth:`TokenCounter.count_tools`) follow OpenAI's published estimate
   for function definitions (name and description per function, name, type, description and
   enum values per top-level property, fixed framing). Nested schemas are counted as their
@@ -94,6 +99,8 @@ TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
 #: estimated framing of one tool call inside an assistant message
 TOKENS_PER_TOOL_CALL = 3
+#: message keys that are API plumbing, not model tokens (see the module's docstring)
+UNCOUNTED_KEYS = frozenset({"tool_call_id"})
 
 _cache: dict[str, tiktoken.Encoding] = {}
 _cache_lock = threading.Lock()
@@ -175,6 +182,8 @@ class TokenCounter:
         """Tokens one chat message adds to the context (without the reply priming)."""
         n = TOKENS_PER_MESSAGE
         for key, value in message.items():
+            if key in UNCOUNTED_KEYS:
+                continue
             if key == "tool_calls":
                 n += sum(self._tool_call(call) for call in value or ())
             elif isinstance(value, str):
@@ -187,8 +196,8 @@ class TokenCounter:
 
     def _tool_call(self, call: Mapping[str, Any]) -> int:
         fn = call.get("function", {})
-        return (TOKENS_PER_TOOL_CALL + self.count(str(call.get("id", "")))
-                + self.count(str(fn.get("name", ""))) + self.count(str(fn.get("arguments", ""))))
+        return (TOKENS_PER_TOOL_CALL + self.count(str(fn.get("name", "")))
+                + self.count(str(fn.get("arguments", ""))))
 
     def count_messages(self, messages: Iterable[Mapping[str, Any]]) -> int:
         """Prompt tokens of a chat request holding ``messages`` (OpenAI's rule)."""

@@ -17,6 +17,7 @@ decide its next call from earlier results (see the built-in suite for examples).
     answer: "[r['total_lines'] for r in results]"   # Python expression over `results`
     expected: "[12, 12]"        # optional: the right answer, a Python expression over `fx`
     answer_format: "[<lines>, ...]"   # optional: the shape, told to a live model
+    cluster: ports              # optional: near-duplicate workflows of one cluster count once
     script: |                   # the programmatic way; its last printed line is JSON
       from hermes_tools import read_file
       import json
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
 
 KEYS = {"name", "family", "task", "toolsets", "mutates", "calls", "answer", "script",
-        "expected", "answer_format"}
+        "expected", "answer_format", "cluster"}
 REQUIRED = ("name", "family", "task", "calls", "answer", "script")
 
 
@@ -160,7 +161,7 @@ def from_mapping(doc: Any, where: str) -> Workflow:
     return Workflow(doc["name"], doc["family"], doc["task"], plan, script, truth=truth,
                     answer_format=str(doc.get("answer_format", "")),
                     toolsets=tuple(toolsets), mutates=bool(doc.get("mutates", False)),
-                    source=where)
+                    source=where, cluster=str(doc.get("cluster") or ""))
 
 
 def _parse_calls(raw: Any, where: str) -> list[list[Call]]:

@@ -16,6 +16,15 @@ A :class:`Workflow` gives
 - ``check(expected, answer)``: the comparison (default: equal after a JSON round trip, so
   tuples and lists compare alike).
 
+A workflow may offer other :class:`Strategy` pairs (``alternatives``): another plan for the
+same task with the offered tools (one ``grep`` over every file instead of reading each) and
+the script that makes that plan's calls. Its first pair, ``plan`` and ``script``, is the
+*naive* strategy. The headline compares the cheapest plan with the cheapest script; the naive
+pair alone, whose calls are the same both ways, is the *matched-calls* ablation.
+
+``cluster`` names a group of near-duplicate workflows (the same question at another size);
+the report counts a cluster once.
+
 ``fx`` is the :class:`~execengine.bench.fixtures.Fixtures` the run uses. Paths in calls are
 relative to the fixtures' root, which is the task's working directory both ways.
 """
@@ -33,8 +42,10 @@ from execengine.errors import WorkflowError
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
 
-#: ``small``: tasks of 1-3 calls or one shell command, where execute_code is not worth it
+#: ``small``: tasks of 1-3 calls, where execute_code is not worth it
 FAMILIES = ("data", "research", "refactor", "build", "small")
+#: the name of a workflow's first strategy (its ``plan`` and ``script``)
+NAIVE = "naive"
 
 Plan = Generator[list["Call"], list[Any], Any]
 
@@ -78,6 +89,15 @@ def answer_from_output(output: str) -> Any:
 
 
 @dataclass(frozen=True)
+class Strategy:
+    """One way to do a task: a sequential plan and the script that makes the same calls."""
+
+    name: str
+    plan: Callable[[Fixtures], Plan]
+    script: Callable[[Fixtures], str]
+
+
+@dataclass(frozen=True)
 class Workflow:
     name: str
     family: str
@@ -94,6 +114,18 @@ class Workflow:
     mutates: bool = False
     #: where it came from (a file, for user workflows)
     source: str = ""
+    #: other strategies for the same task (the first one is ``plan`` and ``script``)
+    alternatives: tuple[Strategy, ...] = ()
+    #: near-duplicate workflows share a cluster, counted once (default: the name)
+    cluster: str = ""
+
+    @property
+    def group(self) -> str:
+        return self.cluster or self.name
+
+    def strategies(self) -> list[Strategy]:
+        """The naive strategy, then the alternatives."""
+        return [Strategy(NAIVE, self.plan, self.script), *self.alternatives]
 
     def task_for(self, fx: Fixtures) -> str:
         """The task with the fixtures' names filled in (``{first_config}`` and the like)."""
@@ -101,6 +133,13 @@ class Workflow:
         for key, value in fx.task_vars().items():
             text = text.replace("{" + key + "}", value)
         return text
+
+    def prompt(self, fx: Fixtures) -> str:
+        """The user message: the task and how to give the answer (the same for the built-in
+        ways and a live model)."""
+        shape = f" Shape: {self.answer_format}." if self.answer_format else ""
+        return (f"{self.task_for(fx)}\n\nWhen you are done, give the answer as JSON on the "
+                f"last line of your final message, and nothing after it.{shape}")
 
     def __post_init__(self) -> None:
         where = f" ({self.source})" if self.source else ""
@@ -111,6 +150,10 @@ class Workflow:
                                 f"one of {', '.join(FAMILIES)}")
         if not callable(self.plan) or not callable(self.script):
             raise WorkflowError(f"workflow {self.name!r}{where}: plan and script must be callable")
+        names = [s.name for s in self.strategies()]
+        if len(set(names)) != len(names):
+            raise WorkflowError(f"workflow {self.name!r}{where}: strategy names repeat: "
+                                f"{', '.join(names)}")
 
 
 def batches(calls: Sequence[Call | Sequence[Call]]) -> list[list[Call]]:

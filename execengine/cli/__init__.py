@@ -1,5 +1,9 @@
 """The ``execengine`` command line. Each sub-command lives in its own module here and
-contributes ``add_parser(subparsers)``; the parsed namespace carries the function to run."""
+contributes ``add_parser(subparsers)``; the parsed namespace carries the function to run.
+
+The global options (``--config``, ``--verbose``) are accepted before the command and after
+it, at any depth (``execengine config check --config x.yaml``); an unknown option is
+reported with the usage of the command it was given to."""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ import logging
 import sys
 from collections.abc import Sequence
 from importlib import import_module
+from typing import Any
 
+from execengine.cli.version_cmd import version_text
 from execengine.errors import ExecEngineError
 
 #: sub-command modules, in the order ``--help`` lists them
@@ -21,7 +27,32 @@ COMMANDS = (
     "execengine.cli.doctor_cmd",
     "execengine.cli.mcp_cmd",
     "execengine.cli.bench_cmd",
+    "execengine.cli.version_cmd",
 )
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of a command (and of its sub-commands, which argparse makes of the same
+    class): it takes the global options too, defaulting to leave the namespace alone
+    (``SUPPRESS``) so that a value given before the command stands, and puts itself in
+    the namespace as ``command_parser`` (a nested command's replaces its parent's) to
+    report what the command did not recognise with its own usage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        add_global_options(self.add_argument_group("global options"),
+                           default=argparse.SUPPRESS)
+        self.set_defaults(command_parser=self)
+
+
+def add_global_options(group: Any, *, default: Any = None) -> None:
+    """``--config`` and ``--verbose`` on ``group`` (a parser or an argument group)."""
+    group.add_argument("--config", metavar="PATH", default=default,
+                       help="config.yaml to use (default: $EXECENGINE_CONFIG, then "
+                            "~/.execengine/config.yaml, then built-in defaults)")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       default=False if default is None else default,
+                       help="log debug messages")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,11 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="execengine",
         description="A sandboxed code-execution engine for programmatic tool calling.",
     )
-    parser.add_argument("--config", metavar="PATH",
-                        help="config.yaml to use (default: $EXECENGINE_CONFIG, then "
-                             "~/.execengine/config.yaml, then built-in defaults)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=version_text())
+    add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for modname in COMMANDS:
         import_module(modname).add_parser(sub)
     return parser
@@ -41,7 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the command they were given to, with its usage
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from execengine._text import plural, shorten
 from execengine.bench import report, suite, userflows
+from execengine.bench.chart import chart
 from execengine.bench.cost import load_prices
 from execengine.bench.live.run import run_live_cli
-from execengine.bench.runner import MINIMAL, Prefix, run_suite
+from execengine.bench.runner import DEFAULT_SEED, MINIMAL, Prefix, run_suite
 from execengine.bench.speed import SUITES, run_all
-from execengine.cli._common import config_from, table
+from execengine.cli._common import config_from, require_extra, table
 from execengine.errors import BenchError, did_you_mean
 
 
@@ -23,12 +26,14 @@ def add_parser(sub: Any) -> None:
     bsub = p.add_subparsers(dest="bench_command", metavar="WHAT")
 
     t = bsub.add_parser("tokens", help="token savings of programmatic tool calling",
-                        description="Run each workflow for real both ways (sequential tool "
-                        "calls, batched as a model issuing parallel calls; one execute_code "
-                        "call) on generated fixtures, check both answers against the expected "
-                        "one, and report context tokens, billed cost and round trips with "
-                        "bootstrap intervals. With --model, a live model does the tasks "
-                        "instead.")
+                        description="An oracle upper bound: run each workflow's hand-written "
+                        "strategies for real both ways (sequential tool calls, batched as a "
+                        "model issuing parallel calls; one execute_code call) on generated "
+                        "fixtures, check every answer against the expected one, and compare "
+                        "the cheapest plan with the cheapest script per task: billed cost, "
+                        "context tokens and round trips, medians over tasks first. With "
+                        "--model, a live model does the tasks and the report puts its usage "
+                        "beside the oracle's.")
     t.add_argument("--quick", action="store_true", help="one small workflow per family")
     t.add_argument("--json", action="store_true", help="print the report as JSON")
     t.add_argument("--chart", metavar="PATH", help="also draw the chart to this PNG")
@@ -46,17 +51,22 @@ def add_parser(sub: Any) -> None:
                         "the session (default), or two sentences and the workflow's tools")
     t.add_argument("--system-tokens", type=int, default=4000, metavar="N",
                    help="size of the realistic system prompt (default 4000)")
-    t.add_argument("--baseline", default="batched", choices=("batched", "serial"),
-                   help="sequential agent to compare with: independent calls batched "
-                        "(default) or one call per message (worst case)")
+    t.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N",
+                   help=f"seed of the fixtures and call ids (default {DEFAULT_SEED}: the "
+                        "committed figures)")
+    t.add_argument("--reasoning-tokens", type=int, metavar="N",
+                   help="hidden reasoning tokens per model call, both sides, billed as output "
+                        "(default: the price sheet's; 0 for non-reasoning models)")
     t.add_argument("--price", metavar="SHEET", help="price sheet for costs (default: the "
                    "prices file's default; see --prices)")
     t.add_argument("--prices", metavar="FILE", help="a prices file of the shape of "
                    "execengine/bench/prices.yaml")
     t.add_argument("--cache", default="warm", choices=("warm", "cold", "off"),
                    help="prompt cache for costs (default warm)")
+    t.add_argument("--figures", metavar="PATH",
+                   help="also rewrite the figures block of this file (docs/benchmarks.md)")
     t.add_argument("--readme", metavar="PATH",
-                   help="also rewrite the figures block of this README")
+                   help="also rewrite the short headline block of this file (a README)")
     live = t.add_argument_group("live model (--model)")
     live.add_argument("--model", metavar="URL/NAME",
                       help="run the tasks with a real model: an OpenAI-compatible or Anthropic "
@@ -91,6 +101,17 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
+#: columns ``bench tokens --list`` fits in
+LIST_WIDTH = 100
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _readable(task: str) -> str:
+    """A task as listed, before its fixtures exist: ``{first_config}`` (filled in with a
+    generated file's name when the workflow runs) reads ``<first config>``."""
+    return _PLACEHOLDER.sub(lambda m: "<" + m.group(1).replace("_", " ") + ">", task)
+
+
 def _workflows(args: argparse.Namespace) -> list[Any]:
 
     if args.workflow:
@@ -108,37 +129,44 @@ def run_tokens(args: argparse.Namespace) -> int:
 
     workflows = _workflows(args)
     if args.list:
-        print(table([[w.name, w.family, w.task[:70]] for w in workflows],
+        names = max((len(w.name) for w in workflows), default=8)
+        room = LIST_WIDTH - max(names, len("WORKFLOW")) - len("research") - 4
+        print(table([[w.name, w.family, shorten(_readable(w.task), room)] for w in workflows],
                     ["WORKFLOW", "FAMILY", "TASK"]))
         return 0
+    if args.reasoning_tokens is not None and args.reasoning_tokens < 0:
+        raise BenchError("--reasoning-tokens must be 0 or more")
     prices = load_prices(args.prices)
     prices.sheet(args.price)  # a bad name fails before anything runs
+    if args.chart:  # before the runs, not after them
+        require_extra("bench", ("matplotlib",), what="bench tokens --chart", error=BenchError)
+    realistic = Prefix("realistic", system_tokens=args.system_tokens, session_tools=True)
     if args.model:
 
-        return run_live_cli(args, workflows, prices)
-    realistic = Prefix("realistic", system_tokens=args.system_tokens, session_tools=True)
+        return run_live_cli(args, workflows, prices, prefixes=(MINIMAL, realistic))
 
     def progress(r: Any) -> None:
         if not args.json:
-            print(f"  {r.name:32} {r.sequential.tool_calls:4} calls  context saved "
-                  f"{report.pct(r.savings(args.prefix, args.baseline)):>6}  "
+            print(f"  {r.name:32} {plural(r.sequential.tool_calls, 'call'):>10}  "
+                  f"{plural(len(r.strategies), 'strategy', 'strategies')}  "
                   f"{'right' if r.agree else 'WRONG'}", file=sys.stderr, flush=True)
 
-    results = run_suite(workflows, config=config_from(args), encoding=args.encoding,
-                        prefixes=(MINIMAL, realistic), progress=progress)
-    summary = report.summarize(results, prices=prices, sheet=args.price, cache=args.cache,
-                               prefix=args.prefix, baseline=args.baseline,
-                               encoding=args.encoding)
-    if args.readme:
-        report.update_readme(args.readme, summary)
-        print(f"figures written to {args.readme}", file=sys.stderr)
+    run = run_suite(workflows, config=config_from(args), encoding=args.encoding,
+                    prefixes=(MINIMAL, realistic), progress=progress, seed=args.seed)
+    summary = report.summarize(run, prices=prices, sheet=args.price, cache=args.cache,
+                               reasoning=args.reasoning_tokens, prefix=args.prefix,
+                               encoding=args.encoding, system_tokens=args.system_tokens)
+    for path, block in ((args.figures, report.figures_block),
+                        (args.readme, report.headline_block)):
+        if path:
+            report.update_block(path, block(summary))
+            print(f"figures written to {path}", file=sys.stderr)
     if args.out:
         Path(args.out).write_text(report.to_json(summary) + "\n", encoding="utf-8")
     if args.chart:
-        path = report.chart(summary, args.chart)
-        print(f"chart written to {path}", file=sys.stderr)
+        print(f"chart written to {chart(summary, args.chart)}", file=sys.stderr)
     print(report.to_json(summary) if args.json else report.table(summary))
-    return 0 if all(r.agree for r in results) else 1
+    return 0 if all(r.agree for r in run.results) else 1
 
 
 def run_speed(args: argparse.Namespace) -> int:

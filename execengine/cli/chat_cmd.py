@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from execengine._text import plural
 from execengine.agent import ChatCompletionsClient, install_agent_handlers, run_conversation
 from execengine.agent.pipeline import TurnOutcome
 from execengine.approval import PromptApprover
@@ -99,7 +100,7 @@ def run_chat(args: argparse.Namespace) -> int:
         print("execengine: the model gave no answer", file=sys.stderr)
         return 1
     if result.grace_call:
-        print(f"  [budget] {result.iterations - 1} model calls used; answer forced",
+        print(f"  [budget] {plural(result.iterations - 1, 'model call')} used; answer forced",
               file=sys.stderr)
     print(result.final_answer)
     return 0

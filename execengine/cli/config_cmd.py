@@ -7,8 +7,12 @@ import dataclasses
 from typing import Any
 
 from execengine._configload import find_config
+from execengine._text import plural
 from execengine.cli._common import config_from, print_json, table
 from execengine.config import Config, iter_options, option_choices
+
+#: columns ``config show`` fits in (long values wrap)
+WIDTH = 100
 
 
 def add_parser(sub: Any) -> None:
@@ -31,7 +35,7 @@ def run_check(args: argparse.Namespace) -> int:
     if path is None:
         print("no config file found; built-in defaults are in effect")
     else:
-        print(f"{path}: ok ({why}, {len(config.origins)} options set)")
+        print(f"{path}: ok ({why}, {plural(len(config.origins), 'option')} set)")
     return 0
 
 
@@ -49,9 +53,16 @@ def run_show(args: argparse.Namespace) -> int:
         print_json({"source": config.source, "options": rows})
         return 0
     print(f"# config file: {config.source or 'none (defaults)'}")
-    print(table([[r["key"], _fmt(r["value"]), r["origin"]] for r in rows],
-                ["KEY", "VALUE", "FROM"]))
+    print(table([[r["key"], _fmt(r["value"]), _origin(r["origin"], config.source)]
+                 for r in rows], ["KEY", "VALUE", "FROM"], width=WIDTH, wrap=1))
     return 0
+
+
+def _origin(origin: str, source: str | None) -> str:
+    """Where a value came from, short: ``line 12`` of the file named above the table."""
+    if source and origin.startswith(source + ":"):
+        return "line " + origin[len(source) + 1:].split(":")[0]
+    return origin
 
 
 def _fmt(value: Any) -> str:

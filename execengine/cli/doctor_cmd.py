@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 from execengine.cli._common import config_from, print_json, registry_from, table
 from execengine.cli.tools_cmd import mcp_status, print_mcp_status
 from execengine.errors import IsolationError
+from execengine.host.factory import host_class
 from execengine.isolation.detect import detect
 from execengine.launch.factory import choose_level
-from execengine.remote.doctor import Check, check_remote
+from execengine.remote.doctor import Check
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         data = report.to_json()
         data.update({"configured": ce.isolation, "min_isolation": ce.min_isolation,
                      "chosen": chosen, "error": problem, "mcp_servers": servers})
-        if config.terminal.backend == "ssh":
+        if remote:
             data["remote"] = {"ok": not failed, "checks": [c.to_json() for c in remote]}
         print_json(data)
         return 0 if problem is None and not failed else 1
@@ -59,9 +60,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"auto would choose: {report.best}")
     print(f"configured: isolation={ce.isolation}, min_isolation={ce.min_isolation or '-'}"
           f" -> {chosen or 'ERROR'}")
-    if config.terminal.backend == "ssh":
+    if remote:
         print()
-        print(f"remote (terminal.backend: ssh): {'ok' if not failed else 'FAILED'}")
+        print(f"remote (terminal.backend: {config.terminal.backend}): "
+              f"{'ok' if not failed else 'FAILED'}")
         print(table([[c.name, "yes" if c.ok else "no", c.detail] for c in remote],
                     ["check", "ok", "detail"]))
     if servers:
@@ -74,9 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _remote_checks(config: Config) -> list[Check]:
-    if config.terminal.backend != "ssh":
-        return []
-    return check_remote(config)
+    return host_class(config).doctor_checks(config)
 
 
 def _mcp_servers(args: argparse.Namespace, config: Any) -> list[dict[str, Any]]:

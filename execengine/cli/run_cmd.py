@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from typing import Any
 
+from execengine._text import plural
 from execengine.cli._common import config_from, print_json, registry_from
 from execengine.engine import Engine, ExecutionResult
+from execengine.engine.result import STDERR_HEADER
 from execengine.errors import ConfigError
 
 #: process exit status per execution status (an error keeps the script's own code)
@@ -33,7 +36,9 @@ def add_parser(sub: Any) -> None:
                    help="wall-clock limit (default: code_execution.timeout)")
     p.add_argument("--toolsets", metavar="A,B", action="append",
                    help="toolsets whose tools the script may call (default: the config's)")
-    p.add_argument("--cwd", metavar="DIR", help="working directory in project mode")
+    p.add_argument("--cwd", metavar="DIR",
+                   help="working directory (project mode only: a strict-mode script runs "
+                        "in a private folder)")
     p.add_argument("--isolation", choices=("auto", "none", "restricted", "isolated"),
                    help="OS isolation level (default: code_execution.isolation; "
                         "`execengine doctor` shows what this host supports)")
@@ -51,6 +56,16 @@ def _read_code(args: argparse.Namespace) -> str:
             return f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read script: {exc}", path=args.script) from exc
+
+
+def script_name(args: argparse.Namespace) -> str:
+    """What tracebacks call the code, as ``python`` would: the script's absolute path,
+    ``<string>`` for ``-c``, ``<stdin>`` for ``-``."""
+    if args.code is not None:
+        return "<string>"
+    if args.script == "-":
+        return "<stdin>"
+    return os.path.abspath(str(args.script))
 
 
 def exit_status(result: ExecutionResult) -> int:
@@ -71,13 +86,20 @@ def run(args: argparse.Namespace) -> int:
         overrides["code_execution.isolation"] = args.isolation
     if overrides:
         config = config.with_overrides(overrides, origin="command line")
+    if args.cwd is not None and config.code_execution.mode == "strict":
+        # strict mode runs the script in a private staging folder: --cwd would be ignored
+        where = ("--mode strict" if args.mode else "strict mode (code_execution.mode, "
+                 f"{config.origins.get('code_execution.mode', 'default')})")
+        args.command_parser.error(
+            f"--cwd cannot be used with {where}: a strict-mode script runs in a private "
+            "folder of its own; leave out --cwd, or use --mode project")
     toolsets = ([t.strip() for group in args.toolsets for t in group.split(",") if t.strip()]
                 if args.toolsets else None)
     registry = registry_from(args, config)
     with registry, Engine(config=config, registry=registry) as engine:
         if toolsets is not None:
             registry.resolve_toolsets(toolsets)  # unknown names: a clear error, early
-        result = _run_interruptibly(engine, code, toolsets, args.cwd)
+        result = _run_interruptibly(engine, code, toolsets, args.cwd, script_name(args))
     if args.json:
         print_json(result.to_model_dict())
         return exit_status(result)
@@ -86,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
-                       cwd: str | None) -> ExecutionResult:
+                       cwd: str | None, filename: str) -> ExecutionResult:
     """Run in a worker thread so Ctrl-C interrupts the script (same escalation as a
     timeout) instead of tearing through the teardown.
 
@@ -100,7 +122,7 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
     def work() -> None:
         try:
             box["result"] = engine.execute(code, enabled_toolsets=toolsets, interrupt=stop,
-                                           cwd=cwd)
+                                           cwd=cwd, filename=filename)
         except BaseException as exc:
             box["error"] = exc
         finally:
@@ -121,16 +143,22 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
 
 
 def _print_human(result: ExecutionResult) -> None:
+    """The script's stdout on stdout, its stderr (a traceback) once on stderr, then why it
+    failed when the stderr does not say it, and the summary. (``output`` carries the
+    stderr too, and ``error`` repeats it, for a model that reads only one of them.)"""
     out = result.output
+    appended = STDERR_HEADER + result.stderr.strip("\n")
+    if result.stderr.strip() and out.endswith(appended):
+        out = out[:-len(appended)]
     sys.stdout.write(out if out.endswith("\n") or not out else out + "\n")
     sys.stdout.flush()
     err = sys.stderr
-    if result.stderr and result.status == "success":
+    if result.stderr:
         err.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
-    if result.error and result.status == "error":
+    if (result.error and result.status == "error"
+            and result.error.strip() != result.stderr.strip()):
         err.write(result.error.rstrip("\n") + "\n")
-    calls = result.tool_calls_made
-    summary = (f"[{result.status}] {calls} tool call{'s' if calls != 1 else ''}, "
+    summary = (f"[{result.status}] {plural(result.tool_calls_made, 'tool call')}, "
                f"{result.duration_seconds:.2f}s")
     if result.exit_code is not None:
         summary += f", exit code {result.exit_code}"

@@ -6,7 +6,9 @@ import argparse
 from typing import Any
 
 from execengine.cli._common import print_json, registry_from, table
-from execengine.mcp.manager import SERVICE
+
+#: columns ``tools`` fits in (the AVAILABLE column wraps)
+WIDTH = 100
 
 
 def add_parser(sub: Any) -> None:
@@ -33,7 +35,7 @@ def mcp_status(reg: Any) -> list[dict[str, Any]]:
     """Each configured MCP server's state (empty without MCP servers)."""
     if not reg.config.mcp_servers:
         return []
-    manager = reg.service(SERVICE, lambda r: None)
+    manager = reg.services.mcp
     if manager is None:
         return []
     return [vars(s) for s in manager.status()]
@@ -69,7 +71,7 @@ def _list_tools(args: argparse.Namespace, reg: Any) -> int:
             status += " (host-handled)"
         env = ",".join(it["requires_env"]) or "-"
         rows.append([it["name"], it["toolset"], status, env])
-    print(table(rows, ["TOOL", "TOOLSET", "AVAILABLE", "REQUIRES_ENV"]))
+    print(table(rows, ["TOOL", "TOOLSET", "AVAILABLE", "REQUIRES_ENV"], width=WIDTH, wrap=2))
     servers = mcp_status(reg)
     if servers:
         print()

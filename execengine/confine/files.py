@@ -15,14 +15,15 @@ Two mechanisms, both free of check-then-use races:
   may search from the root down (a tool running as root must not read what the sandbox
   uid could not).
 
-When the script runs as a sandbox uid (a root host at ``restricted`` or ``isolated``), a
-tool acting for it inside the writable roots never reaches what the owner keeps from that
-uid: a file it reads or replaces must be readable by it, and every folder on the way below
-the root searchable, as the kernel decides for a process of that uid and the sandbox
-group (the owner class for a file a sandbox made, else the group's ACL entry or group
-bits, else the other bits). Else a script reads and rewrites, through ``read_file`` or
-``patch``, the owner's private files it cannot open itself. Files others may read stay
-editable through the tools, as before (the script's refactoring).
+When the script runs as another uid than the engine (a root host at ``restricted`` or
+``isolated``), a tool acting for it inside the writable roots reaches only what the script
+could (see :mod:`.access`): in a writable root it acts in as the folder's owner, what that
+owner may (a file read or replaced must be readable, and writable, by it; a folder written
+in writable; every folder on the way searchable), and folders the tool makes are the
+owner's; in a root where it keeps a slot uid, a file it reads or replaces must be readable
+by that uid and the way searchable (files others may read stay editable through the tools,
+as before). Else a script reads and rewrites, through ``read_file`` or ``patch``, private
+files it cannot open itself.
 
 The active confinement of a call is a context variable set by :class:`Scope`'s ``with``
 block, so the helpers that open files deep inside the search and read code consult it
@@ -39,11 +40,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from execengine.confine.access import (
+    SLOT,
+    Identity,
+    acl_of,
+    may,
+    may_fd,
+    need_to_read,
+    reachable,
+)
 from execengine.confine.beneath import EscapeError, open_beneath, real_path_of
 from execengine.confine.policy import ExecutionPolicy
 from execengine.errors import FileOpError
 from execengine.isolation import acl
-from execengine.isolation.uids import SANDBOX_GID, is_slot_uid
 
 if TYPE_CHECKING:
     from execengine.fileops.paths import PathGuard
@@ -101,6 +110,15 @@ class FileConfinement:
     def _root_fd(self, root: str) -> int:
         return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
+    def who(self, wroot: str | None) -> Identity | None:
+        """Who the script is in the writable root ``wroot`` (None: outside the writable
+        roots), or None when it runs as the engine's own uid (the kernel checks the tool's
+        opens already)."""
+        if not self.policy.as_sandbox_uid:
+            return None
+        owner = self.policy.owner_of(wroot) if wroot is not None else None
+        return Identity(*owner) if owner is not None else SLOT
+
     def verify_fd(self, fd: int, shown: str, action: str = "reading") -> None:
         """Raise :class:`FileOpError` unless the open ``fd`` may be read under the
         policy (where it really is, not where the path said)."""
@@ -126,13 +144,15 @@ class FileConfinement:
             # folder under /opt, say) is out of its reach all the same
             rroot = self.policy.root_of(real, write=False)
             if (self.policy.as_sandbox_uid and rroot is not None and real != rroot
-                    and not _reachable(rroot, real, st)):
+                    and not reachable(SLOT, rroot, real, st)):
                 raise self._private(shown, action)
-        elif self.policy.as_sandbox_uid and real != wroot:
-            st = os.fstat(fd)
-            need = acl.R | (acl.X if stat.S_ISDIR(st.st_mode) else 0)
-            if not _sandbox_may(st, _acl_of(fd), need) or not _reachable(wroot, real, st):
-                raise self._private(shown, action)
+        else:
+            who = self.who(wroot)
+            if who is not None and real != wroot:
+                st = os.fstat(fd)
+                if not may(who, st, acl_of(fd), need_to_read(st)) \
+                        or not reachable(who, wroot, real, st):
+                    raise self._private(shown, action)
 
     def check_read(self, path: str, action: str = "reading") -> None:
         """Up-front check of a read: beneath a readable root, no link leading out, and
@@ -164,18 +184,23 @@ class FileConfinement:
         if self.policy.is_protected(path) or self.policy.is_protected(os.path.realpath(path)):
             raise self._protected(path, action)
         parts = os.path.relpath(path, root).split("/")
+        who = self.who(root)
+        owner = self.policy.owner_of(root)
         cur = self._root_fd(root)
         try:
             for name in parts[:-1]:
-                nxt = self._subdir(cur, name, path, action)
+                nxt = self._subdir(cur, name, path, action, who, owner)
                 os.close(cur)
                 cur = nxt
-                # a folder on the way the sandbox's uid may not search holds what the
-                # owner keeps from it (the root itself is granted to it)
-                if self.policy.as_sandbox_uid and not _sandbox_may(os.fstat(cur),
-                                                                   _acl_of(cur), acl.X):
+                # a folder on the way the script may not search holds what its owner keeps
+                # from it (the root itself is the script's working directory, or granted)
+                if who is not None and not may_fd(who, cur, acl.X):
                     raise self._private(path, action)
             name = parts[-1]
+            # acting as the folder's owner: only where the owner may write
+            if owner is not None and who is not None and not may_fd(who, cur,
+                                                                    acl.W | acl.X):
+                raise self._unwritable(path, action)
             # where the folder opened really is: a link on the way, swapped by the script
             # between the check above and the walk, may have led into a protected one
             if self.policy.is_protected(os.path.join(real_path_of(cur), name)):
@@ -188,11 +213,13 @@ class FileConfinement:
                 raise FileOpError(f"Access denied: {action} {path!r}: it is a symbolic link; "
                                   "tool calls from scripts do not write through links",
                                   policy_denied=True)
-            if st is not None and self.policy.as_sandbox_uid:
+            if st is not None and who is not None:
                 target = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
                 try:
-                    if not _sandbox_may(os.fstat(target), _acl_of(target), acl.R):
+                    if not may_fd(who, target, acl.R):
                         raise self._private(path, action)
+                    if owner is not None and not may_fd(who, target, acl.W):
+                        raise self._unwritable(path, action)
                 finally:
                     os.close(target)
         except BaseException:
@@ -202,12 +229,20 @@ class FileConfinement:
         return Path(f"{ANCHOR_PREFIX}{cur}/{name}")
 
     @staticmethod
+    def _unwritable(path: str, action: str) -> FileOpError:
+        return FileOpError(f"Access denied: {action} {path!r}: the folder's owner, whom the "
+                           "script acts as here, may not write it", policy_denied=True)
+
+    @staticmethod
     def _protected(path: str, action: str) -> FileOpError:
         return FileOpError(f"Access denied: {action} {path!r}: a protected path (it runs "
                            "later outside the sandbox; see docs/confinement.md)",
                            policy_denied=True)
 
-    def _subdir(self, cur: int, name: str, path: str, action: str) -> int:
+    def _subdir(self, cur: int, name: str, path: str, action: str,
+                who: Identity | None = None, owner: tuple[int, int] | None = None) -> int:
+        """The folder ``name`` in ``cur``, made if missing (as ``owner``'s, when the script
+        acts as the owner there: only where that owner may write)."""
         flags = os.O_PATH | os.O_DIRECTORY
         try:
             return open_beneath(cur, name, flags)
@@ -218,8 +253,12 @@ class FileConfinement:
             pass
         except NotADirectoryError:
             raise FileOpError(f"Cannot write {path!r}: a parent is not a directory") from None
+        if owner is not None and who is not None and not may_fd(who, cur, acl.W | acl.X):
+            raise self._unwritable(path, action)
         try:
             os.mkdir(name, 0o777, dir_fd=cur)
+            if owner is not None and os.geteuid() == 0:
+                os.chown(name, *owner, dir_fd=cur, follow_symlinks=False)
         except FileExistsError:
             pass
         except OSError as exc:
@@ -232,65 +271,6 @@ class FileConfinement:
                               "outside this execution's roots", policy_denied=True) from None
 
 
-def _acl_of(fd: int) -> list[acl.Entry] | None:
-    """The access ACL of the open ``fd`` (an ``O_PATH`` one too); None without one."""
-    try:
-        return acl.parse(os.getxattr(f"{ANCHOR_PREFIX}{fd}", acl.ACCESS))
-    except OSError:
-        return None
-
-
-def _sandbox_may(st: os.stat_result, entries: list[acl.Entry] | None, need: int) -> bool:
-    """Whether a process of a sandbox uid (not the owner unless the owner is one) and the
-    sandbox group gets ``need`` (``acl.R|W|X`` bits) on this inode, as the kernel checks
-    it: the owner class, else the group class (the owning group and named groups, limited
-    by the mask), else the other class."""
-    mode = st.st_mode
-    if is_slot_uid(st.st_uid):
-        return (mode >> 6) & need == need
-    if not entries:
-        if st.st_gid == SANDBOX_GID:
-            return (mode >> 3) & need == need
-        return mode & need == need
-    mask = next((p for tag, p, _ in entries if tag == acl.MASK), 7)
-    groups = [p for tag, p, ident in entries
-              if (tag == acl.GROUP_OBJ and st.st_gid == SANDBOX_GID)
-              or (tag == acl.GROUP and ident == SANDBOX_GID)]
-    if groups:
-        return any(p & mask & need == need for p in groups)
-    return next((p for tag, p, _ in entries if tag == acl.OTHER), 0) & need == need
-
-
-def _reachable(root: str, real: str, st: os.stat_result) -> bool:
-    """Whether the sandbox can reach the inode ``st`` describes at ``real`` by itself:
-    every folder strictly below ``root`` down to its parent searchable by it (the root is
-    granted to it). Walked from the root with ``O_NOFOLLOW``, and the last step must land
-    on that very inode, so a folder swapped meanwhile fails the check, never passes it."""
-    rel = os.path.relpath(real, root)
-    if rel == "." or rel.startswith(".."):
-        return False
-    *folders, name = rel.split("/")
-    cur = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in folders:
-            try:
-                nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                              dir_fd=cur)
-            except OSError:
-                return False
-            os.close(cur)
-            cur = nxt
-            if not _sandbox_may(os.fstat(cur), _acl_of(cur), acl.X):
-                return False
-        try:
-            last = os.stat(name, dir_fd=cur, follow_symlinks=False)
-        except OSError:
-            return False
-        return (last.st_dev, last.st_ino) == (st.st_dev, st.st_ino)
-    finally:
-        os.close(cur)
-
-
 def sandbox_may_enter(policy: ExecutionPolicy, real: str) -> bool:
     """Whether the sandbox's uid could make the folder ``real`` (resolved, beneath one of
     ``policy``'s roots) its working directory by itself: every folder below the root on
@@ -298,18 +278,21 @@ def sandbox_may_enter(policy: ExecutionPolicy, real: str) -> bool:
     run as a sandbox uid."""
     if not policy.as_sandbox_uid:
         return True
-    root = policy.root_of(real, write=True) or policy.root_of(real, write=False)
+    wroot = policy.root_of(real, write=True)
+    root = wroot or policy.root_of(real, write=False)
     if root is None:
         return False
     if real == root:
         return True  # a root is granted to the sandbox
+    owner = policy.owner_of(wroot) if wroot is not None else None
+    who = Identity(*owner) if owner is not None else SLOT
     try:
         fd = os.open(real, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:
         st = os.fstat(fd)
-        return _sandbox_may(st, _acl_of(fd), acl.X) and _reachable(root, real, st)
+        return may_fd(who, fd, acl.X) and reachable(who, root, real, st)
     finally:
         os.close(fd)
 

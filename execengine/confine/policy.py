@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from execengine.confine.beneath import is_beneath
-from execengine.confine.recent import recent, where
+from execengine.isolation.owner import owned_roots
+from execengine.recent import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -234,22 +235,28 @@ class ExecutionPolicy:
     #: ``policy.protected_paths`` (a batch's results file, say)
     protected: tuple[str, ...] = ()
     #: the script runs as a sandbox uid other than the host's (a root host at
-    #: ``restricted`` or ``isolated``, the working directory not id-mapped to its owner):
-    #: a tool acting for it may reach only what that uid may (see :mod:`.files`)
+    #: ``restricted`` or ``isolated``): a tool acting for it may reach only what that uid
+    #: may (see :mod:`.files`), and in a writable root of :attr:`owners`, what its owner may
     as_sandbox_uid: bool = False
+    #: writable roots the script acts in as their owner (root, uid, gid): id-mapped binds
+    #: (see :mod:`execengine.isolation.owner`); what is created there is the owner's
+    owners: tuple[tuple[str, int, int], ...] = ()
+    #: a user's home folder (or one holding its start-up files, ``.ssh``...) may be the
+    #: working directory of a sandbox (``policy.allow_home_workdir``)
+    allow_home: bool = False
 
     @classmethod
     def for_execution(cls, config: Config, *, cwd: str, level: str,
-                      extra_writable: Iterable[str] = (), agent: bool = False
-                      ) -> ExecutionPolicy:
+                      extra_writable: Iterable[str] = (), agent: bool = False,
+                      local: bool = True) -> ExecutionPolicy:
         """The policy of a script running at ``level`` in ``cwd`` (``agent``: the policy
-        of the agent's own calls, confined only with ``policy.agent_calls: confined``)."""
+        of the agent's own calls, confined only with ``policy.agent_calls: confined``;
+        ``local=False``: the script and its tools act on another machine, which has no
+        roots of this host and no sandbox layers of ours, see docs/remote.md)."""
         pc = config.policy
         if agent:
             confined = pc.agent_calls == "confined"
-        elif level == "ssh":
-            # the script and its tools act on a remote, which has no roots of this host
-            # and no sandbox layers of ours (see docs/remote.md)
+        elif not local:
             confined = False
         else:
             confined = not pc.tools_leave_roots and (level != "none" or pc.confine_at_none)
@@ -264,6 +271,11 @@ class ExecutionPolicy:
         protected += _real_fixed(pc.protected_paths)
         if config.source:
             protected.append(os.path.realpath(config.source))
+        sandboxed = level in ("restricted", "isolated") and os.geteuid() == 0
+        owners: tuple[tuple[str, int, int], ...] = ()
+        if sandboxed and config.code_execution.workdir_as_owner:
+            owners = tuple((root, o.uid, o.gid) for root, o in owned_roots(
+                [r for r in writable if r == os.path.realpath(r)]).items())
         return cls(level=level, confined=confined, writable_roots=writable,
                    protected=tuple(dict.fromkeys(
                        p for p in protected if any(is_beneath(p, r) for r in writable))),
@@ -271,10 +283,16 @@ class ExecutionPolicy:
                    network=network, allowed_domains=tuple(pc.allowed_domains),
                    denied_domains=tuple(pc.denied_domains),
                    cwd=os.path.abspath(cwd),
-                   as_sandbox_uid=(not agent and level in ("restricted", "isolated")
-                                   and os.geteuid() == 0
-                                   and not (level == "isolated"
-                                            and config.code_execution.workdir_as_owner)))
+                   as_sandbox_uid=sandboxed and not agent,
+                   owners=owners if not agent else (),
+                   allow_home=config.policy.allow_home_workdir)
+
+    def owner_of(self, root: str) -> tuple[int, int] | None:
+        """(uid, gid) of the writable ``root`` when the script acts there as its owner."""
+        for path, uid, gid in self.owners:
+            if path == root:
+                return uid, gid
+        return None
 
     def root_of(self, path: str, *, write: bool) -> str | None:
         """The deepest root holding the (absolute, normalised) ``path``, or None."""

@@ -2,16 +2,25 @@
 
 A :class:`KernelProcess` wraps a started :class:`~execengine.launch.base.Child` and the two
 pipes of the kernel protocol (commands in, replies out; one JSON object per line). It runs
-one cell at a time (:meth:`KernelProcess.run`): it sends the code with a fresh random
-marker, reads stdout and stderr into the cell's captures until the kernel has written the
-marker to both, and enforces the cell's deadline and interrupt in place: ``KeyboardInterrupt``
-in the kernel's main thread, ``grace`` seconds, then, only if the cell did not stop, the
-kernel is killed (its state is lost). The caller serializes cells; this class does not.
+one cell at a time (:meth:`KernelProcess.run`): it sends the code with a fresh random end
+secret, reads stdout and stderr into the cell's captures until the kernel has written the
+marker made from it to both, and enforces the cell's deadline and interrupt in place:
+``KeyboardInterrupt`` in the kernel's main thread, ``grace`` seconds, then, only if the cell
+did not stop, the kernel is killed (its state is lost). The caller serializes cells; this
+class does not.
+
+The end of a cell is the host's to decide: only a ``done`` reply carrying the cell's own end
+secret ends it (a cell's code could always find its marker in the kernel's frames, write it
+and a ``done`` early, and keep running to answer for the next cell). The runtime keeps the
+secret out of the cell's frames and takes it only once the cell's code has returned; the
+call ``credential`` (see :meth:`execengine.rpc.channel.Channel.open_cell`) travels the same
+way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
 import secrets
@@ -23,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from execengine.engine import cellsweep
-from execengine.engine.capture import OutputCapture
 from execengine.launch.base import Child
+from execengine.launch.capture import OutputCapture
 
 #: how often a running cell looks at its interrupt flag
 TICK = 0.05
@@ -157,11 +166,15 @@ class KernelProcess:
 
     def run(self, code: str, *, stdout: OutputCapture, stderr: OutputCapture,
             timeout: float, grace: float,
-            interrupt: threading.Event | None = None) -> CellOutcome:
-        """Run one cell; see the module docstring. Never raises for what the cell does."""
+            interrupt: threading.Event | None = None,
+            credential: str | None = None) -> CellOutcome:
+        """Run one cell; see the module docstring. Never raises for what the cell does.
+        ``credential``: the cell's call credential, given to the channel's ``open_cell``
+        too (its tool calls must carry it)."""
         self._cell += 1
         cell = self._cell
-        marker = f"\0execengine-cell-{cell}-{secrets.token_hex(16)}\0"
+        end = secrets.token_hex(16)
+        marker = cell_marker(cell, end)
         cuts = {"out": _Cut(marker.encode(), stdout, self._carry["out"]),
                 "err": _Cut(marker.encode(), stderr, self._carry["err"])}
         for name in self._eof & {"out", "err"}:
@@ -173,8 +186,10 @@ class KernelProcess:
         done: dict[str, Any] | None = None
         done_by = 0.0
         try:
-            sent = self._send({"op": "run", "cell": cell, "code": code, "marker": marker},
-                              deadline)
+            command: dict[str, Any] = {"op": "run", "cell": cell, "code": code, "end": end}
+            if credential is not None:
+                command["calls"] = credential
+            sent = self._send(command, deadline)
         except OSError:
             return self._died(cuts)
         if not sent:  # the kernel does not read its commands (a thread holding the GIL)
@@ -184,7 +199,8 @@ class KernelProcess:
         while True:
             if done is None:
                 for msg in self._take_replies():
-                    if msg.get("op") == "done" and msg.get("cell") == cell:
+                    if (msg.get("op") == "done" and msg.get("cell") == cell
+                            and _same(msg.get("end"), end)):
                         done, done_by = msg, time.monotonic() + DRAIN_SECONDS
             if done is not None:
                 if all(c.found for c in cuts.values()) or time.monotonic() >= done_by:
@@ -347,6 +363,17 @@ class KernelProcess:
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def cell_marker(cell: int, end: str) -> str:
+    """What the kernel writes to stdout and stderr when ``cell`` ends (``sandbox/kernel.py``
+    makes the same from the end secret)."""
+    return f"\0execengine-cell-{cell}-{end}\0"
+
+
+def _same(given: Any, expected: str) -> bool:
+    return isinstance(given, str) and hmac.compare_digest(
+        given.encode("utf-8", "replace"), expected.encode("ascii"))
 
 
 class _Sink:

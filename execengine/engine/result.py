@@ -1,9 +1,12 @@
 """The outcome of one execution, and the JSON the model sees.
 
 A script that raises, times out, is interrupted or hits a limit is a normal
-:class:`ExecutionResult`; only the engine's own breakage raises. :meth:`ExecutionResult.to_json`
-is the edge where the typed value becomes the model-facing text, with the messages scripts
-written for ``hermes_tools`` expect.
+:class:`ExecutionResult`; only the engine's own breakage raises. A one-shot child and a
+session's cell both end in a :class:`RunOutcome`, and :func:`build_result` alone turns it
+and the captured streams into the result: output with stderr, truncation and spill,
+timeout text, OOM, ``ended_by``, hints and notices read the same whichever ran the script.
+:meth:`ExecutionResult.to_json` is the edge where the typed value becomes the model-facing
+text, with the messages scripts written for ``hermes_tools`` expect.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from execengine.launch.capture import Captured
+from execengine.launch.supervise import oom_message
 from execengine.proctree import EndedBy
 
 Status = Literal["success", "error", "timeout", "interrupted"]
@@ -23,10 +28,28 @@ INTERRUPTED = "[execution interrupted — user sent a new message]"
 #: before the timeout message where it ends ``output``
 TIMEOUT_MARK = "⏰ "
 STDERR_HEADER = "\n\n--- stderr ---\n"
+#: what a session cell's result adds to a timeout or interrupt
+STATE_KEPT = "The session's state was kept."
+STATE_LOST = ("The session's kernel was killed and its state was lost; the next call starts "
+              "a fresh session.")
 
 
 def timeout_message(seconds: float) -> str:
     return f"Script timed out after {seconds:g}s and was killed."
+
+
+def in_place_timeout_message(seconds: float) -> str:
+    """A session cell stopped in place at its deadline (the kernel lives on)."""
+    return (f"Script timed out after {seconds:g}s and was interrupted (KeyboardInterrupt). "
+            + STATE_KEPT)
+
+
+def died_message(status: int | None) -> str:
+    """A session's kernel exited during a cell."""
+    how = (f"killed by signal {-status}" if status is not None and status < 0
+           else f"exit code {status}")
+    return (f"The session's kernel died during the cell ({how}; out of memory, os._exit or "
+            "killed); its state was lost and the next call starts a fresh session.")
 
 
 def exit_message(code: int) -> str:
@@ -37,12 +60,6 @@ def with_stderr(output: str, stderr: str) -> str:
     """A failed script's output with its stderr (the traceback) after it, so a host that
     shows only ``output`` still shows why it failed."""
     return output + STDERR_HEADER + stderr.strip("\n") if stderr.strip() else output
-
-
-def oom_message(memory_mb: int | None, who: str = "Script") -> str:
-    """The kernel's OOM killer ended ``who`` (the script, or one of its processes)."""
-    limit = f"limit {memory_mb} MiB" if memory_mb else "no limit set"
-    return f"{who} was killed: out of memory ({limit}, code_execution.memory_mb)."
 
 
 def no_hello_message(seconds: float) -> str:
@@ -185,3 +202,80 @@ def hint_for(result: ExecutionResult, allowed: Iterable[str]) -> str | None:
             where = f" ({what}: {result.full_output_path})"
         return f"Print less: summarise or filter inside the script{where}."
     return None
+
+
+#: how a run ended: by itself ("exit"), at its deadline, interrupted, its runtime never
+#: connected ("no_hello") or never started ("no_runtime"), or a session's kernel died
+EndReason = Literal["exit", "timeout", "interrupted", "no_hello", "no_runtime", "died"]
+#: a session cell's state after it: None for a one-shot run
+SessionState = Literal["kept", "lost"] | None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a one-shot child or a session cell ended, as :func:`build_result` needs it."""
+
+    reason: EndReason
+    exit_code: int | None = 0
+    #: the script raised or exited with a non-zero status
+    failed: bool = False
+    #: sessions: whether the kernel (and the state) survived the cell
+    state: SessionState = None
+    #: processes of the run the kernel's OOM killer ended (where counted)
+    oom_kills: int = 0
+    ended_by: EndedBy | None = None
+
+
+def build_result(outcome: RunOutcome, out: Captured, err: Captured, *, timeout: float,
+                 tools: Iterable[str], tool_calls: int, duration: float,
+                 memory_mb: int | None, hello_timeout: float,
+                 notice: str | None = None) -> ExecutionResult:
+    """The result of a run: the one wording of every outcome for every runner."""
+    text, error, status = out.text, None, "success"
+    exit_code = outcome.exit_code
+    session = outcome.state is not None
+    suffix = (" " + (STATE_LOST if outcome.state == "lost" else STATE_KEPT)) if session else ""
+    if outcome.reason == "timeout":
+        status = "timeout"
+        error = (in_place_timeout_message(timeout) if outcome.state == "kept"
+                 else timeout_message(timeout) + suffix)
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + TIMEOUT_MARK + error
+    elif outcome.reason == "interrupted":
+        status, error = "interrupted", INTERRUPTED + suffix
+        text = (text.rstrip("\n") + "\n" if text.strip() else "") + error
+    elif outcome.reason == "no_hello":
+        status, error = "error", no_hello_message(hello_timeout)
+    elif outcome.reason == "no_runtime":
+        # the interpreter ended without running our runtime: whatever ran, it was not
+        # the script as the engine runs it (a failed start, a planted module)
+        status, error = "error", no_runtime_message(exit_code, err.text)
+        text = with_stderr(text, err.text)
+    elif outcome.reason == "died":
+        status, error = "error", died_message(exit_code)
+        if outcome.oom_kills:
+            error = (oom_message(memory_mb, "The session's kernel") + " Its state was lost "
+                     "and the next call starts a fresh session.")
+        text = with_stderr(text, err.text)
+    elif outcome.failed and outcome.oom_kills:
+        status, error = "error", oom_message(memory_mb)
+        text = with_stderr(text, err.text)
+    elif outcome.failed:
+        status = "error"
+        error = err.text.strip() or exit_message(exit_code if exit_code is not None else 1)
+        text = with_stderr(text, err.text)
+    result = ExecutionResult(
+        status=status,  # type: ignore[arg-type]
+        output=text, stderr=err.text, exit_code=exit_code, tool_calls_made=tool_calls,
+        duration_seconds=duration, error=error,
+        stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
+        stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
+        stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path,
+        full_output_complete=out.spill_path is None or out.spill_complete,
+        full_output_bytes=out.spill_bytes, ended_by=outcome.ended_by,
+        oom_kills=outcome.oom_kills, notice=notice,
+    )
+    hint = hint_for(result, tools)
+    if outcome.oom_kills and status != "error":
+        # the script went on (a subprocess was the victim) or timed out: say so anyway
+        hint = oom_message(memory_mb, "A process of the script")
+    return replace(result, hint=hint) if hint else result

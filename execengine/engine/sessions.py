@@ -31,34 +31,28 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from execengine._runtime import entry_program
-from execengine.childenv import build_child_env
-from execengine.config import checked_timeout
 from execengine.confine.policy import ExecutionPolicy
-from execengine.context import CallContext
 from execengine.engine import spill
-from execengine.engine.allowed import function_schemas, script_call_handler
-from execengine.engine.capture import OutputCapture
-from execengine.engine.confinement import execution_policy
-from execengine.engine.interpreter import choose
+from execengine.engine.allowed import script_call_handler
 from execengine.engine.kernel import EXIT_WAIT, CellOutcome, KernelProcess
+from execengine.engine.plan import ExecutionPlan
+from execengine.engine.prepare import launch_child, script_context
 from execengine.engine.result import (
     INTERRUPTED,
+    STATE_KEPT,
     ExecutionResult,
-    exit_message,
-    hint_for,
+    RunOutcome,
+    SessionState,
+    build_result,
     no_code_result,
-    oom_message,
-    timeout_message,
 )
 from execengine.engine.staging import Staging
-from execengine.engine.stub import render_stub
 from execengine.errors import SandboxError
-from execengine.launch.base import LaunchSpec
+from execengine.launch.capture import OutputCapture
 from execengine.rpc.channel import Channel
 
 if TYPE_CHECKING:
@@ -68,24 +62,8 @@ log = logging.getLogger(__name__)
 
 #: the kernel's ``python -c`` program (the same text as ``sandbox/kernel.py``'s ``ENTRY``)
 KERNEL_ENTRY = entry_program("kernel")
-
-STATE_KEPT = "The session's state was kept."
-STATE_LOST = ("The session's kernel was killed and its state was lost; the next call starts "
-              "a fresh session.")
 #: reasons remembered for sessions whose kernel was closed, to tell their next call
 MAX_REMEMBERED = 1024
-
-
-def in_place_timeout_message(seconds: float) -> str:
-    return (f"Script timed out after {seconds:g}s and was interrupted (KeyboardInterrupt). "
-            + STATE_KEPT)
-
-
-def died_message(status: int | None) -> str:
-    how = (f"killed by signal {-status}" if status is not None and status < 0
-           else f"exit code {status}")
-    return (f"The session's kernel died during the cell ({how}; out of memory, os._exit or "
-            "killed); its state was lost and the next call starts a fresh session.")
 
 
 @dataclass(frozen=True)
@@ -96,6 +74,10 @@ class KernelKey:
     interpreter: str
     cwd: str  # "" in strict mode (a private directory per kernel)
     tools: tuple[str, ...]
+
+    @classmethod
+    def of(cls, plan: ExecutionPlan) -> KernelKey:
+        return cls(plan.mode, plan.interpreter, plan.workdir, plan.tools)
 
     def changes(self, other: KernelKey) -> str:
         names = {"mode": "mode", "interpreter": "interpreter", "cwd": "working directory",
@@ -129,6 +111,8 @@ class _Kernel:
         self.policy, self.workdir = policy, workdir
         self._resources = resources  # the channel, staging and stub directories
         self.cells = 0
+        #: OOM kills counted so far (a cell's are the difference)
+        self.oom_seen = 0
 
     def begin_close(self) -> None:
         self.process.begin_close()
@@ -163,6 +147,8 @@ class SessionManager:
         self._closed = False
         self._stop = threading.Event()
         self._reaper: threading.Thread | None = None
+        #: notified when a cell ends or a kernel closes: a cell waiting for room looks again
+        self._room = threading.Condition(self._lock)
 
     # -- public API -------------------------------------------------------------------------
 
@@ -207,94 +193,28 @@ class SessionManager:
 
     # -- running a cell ---------------------------------------------------------------------
 
-    def run(self, name: str, code: str, *, reset: bool = False, task_id: str | None = None,
-            cwd: str | None = None, enabled_toolsets: Iterable[str] | None = None,
-            tools: Iterable[str] | None = None, interrupt: threading.Event | None = None,
-            timeout: float | None = None, mode: str | None = None,
-            context: CallContext | None = None) -> ExecutionResult:
+    def run(self, plan: ExecutionPlan) -> ExecutionResult:
+        """Run ``plan`` as a cell of its session (see the module docstring)."""
+        assert plan.session is not None
         started = time.monotonic()
-        engine = self.engine
-        ce = engine.config.code_execution
-        has_code = bool(code and code.strip())
-        if not has_code and not reset:
+        if not plan.has_code and not plan.reset:
             return no_code_result()
-        mode = mode or ce.mode
-        if mode not in ("project", "strict"):
-            log.warning("unknown code_execution mode %r; using 'project'", mode)
-            mode = "project"
-        limit = ce.timeout if timeout is None else checked_timeout(timeout)
-        names = engine.allowed_tools(enabled_toolsets, tools)
-        call = context or CallContext()
-        if interrupt is None:
-            interrupt = call.interrupt
-        task_id = task_id if task_id is not None else call.task_id
-        cwd = cwd or call.cwd
-        call = call.replace(task_id=task_id, cwd=os.path.abspath(cwd) if cwd else None)
-        interpreter = choose(mode, configured=ce.python)
-        key = KernelKey(mode, interpreter,
-                        "" if mode == "strict" else engine.workdir_for(mode, cwd, task_id, ""),
-                        tuple(names))
-        session = self._claim(name)
+        session = self._claim(plan.session)
         try:
-            if not self._acquire(session, started + limit, interrupt):
+            if not self._acquire(session, started + plan.timeout, plan.interrupt):
                 waited = time.monotonic() - started
-                if interrupt is not None and interrupt.is_set():
+                if plan.interrupt is not None and plan.interrupt.is_set():
                     return ExecutionResult("interrupted", output=INTERRUPTED,
                                            error=INTERRUPTED, duration_seconds=waited)
-                msg = (f"Script timed out after {limit:g}s waiting for the session's previous "
-                       "cell to finish; it did not run. " + STATE_KEPT)
+                msg = (f"Script timed out after {plan.timeout:g}s waiting for the session's "
+                       "previous cell to finish; it did not run. " + STATE_KEPT)
                 return ExecutionResult("timeout", output=msg, error=msg,
                                        duration_seconds=waited)
             try:
                 if session.retired:  # closed while we waited: a fresh session
-                    return self.run(name, code, reset=reset, task_id=task_id, cwd=cwd,
-                                    enabled_toolsets=enabled_toolsets, tools=tools,
-                                    interrupt=interrupt,
-                                    timeout=max(0.1, limit - (time.monotonic() - started)),
-                                    mode=mode, context=context)
-                notice = self._prepare(session, key, reset)
-                if not has_code:
-                    return ExecutionResult("success", notice="The session was reset.",
-                                           duration_seconds=time.monotonic() - started)
-                kernel = session.kernel or self._new_kernel(session, key, names,
-                                                            enabled_toolsets)
-                if isinstance(kernel, str):
-                    return ExecutionResult("error", error=kernel, notice=notice,
-                                           duration_seconds=time.monotonic() - started)
-                # the cell's tool calls: as a one-shot script's (see Engine.execute)
-                # set when the cell ends: its tool calls still running are stopped
-                cell_ended = threading.Event()
-                cell_call = call.replace(
-                    cwd=call.cwd or (kernel.workdir if kernel.policy.confined else None),
-                    policy=kernel.policy, interrupt=cell_ended,
-                    sandbox_launcher=engine.launcher if engine.launcher.level != "none"
-                    else None)
-                handler = script_call_handler(engine.registry, cell_call)
-                left = max(0.0, limit - (time.monotonic() - started))
-                stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
-                stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
-                kernel.channel.open_cell(handler, ce.max_tool_calls)
-                try:
-                    outcome = kernel.process.run(code, stdout=stdout, stderr=stderr,
-                                                 timeout=left, grace=ce.kill_grace,
-                                                 interrupt=interrupt)
-                finally:
-                    kernel.channel.close_cell()
-                    cell_ended.set()
-                if not outcome.state_lost:
-                    kernel.process.sweep()
-                kernel.cells += 1
-                calls = kernel.channel.tool_calls_made
-                lost = kernel.process.closed_streams
-                if lost and not outcome.state_lost and notice is None:
-                    notice = (f"A cell of this session closed its {' and '.join(lost)}: what "
-                              "it prints is lost. Call with reset=true to start fresh.")
-                if outcome.state_lost or self._closed:
-                    self._drop_kernel(session)
-                return _result(outcome, stdout, stderr, calls=calls, limit=limit,
-                               names=names, notice=notice,
-                               duration=time.monotonic() - started,
-                               memory_mb=ce.memory_mb)
+                    left = max(0.1, plan.timeout - (time.monotonic() - started))
+                    return self.run(dataclasses.replace(plan, timeout=left))
+                return self._run_locked(session, plan, started)
             finally:
                 session.last_used = time.monotonic()
                 session.lock.release()
@@ -302,6 +222,64 @@ class SessionManager:
             with self._lock:
                 session.in_use -= 1
                 session.last_used = time.monotonic()
+                self._room.notify_all()
+
+    def _run_locked(self, session: _Session, plan: ExecutionPlan,
+                    started: float) -> ExecutionResult:
+        engine = self.engine
+        ce = engine.config.code_execution
+        key = KernelKey.of(plan)
+        notice = self._prepare(session, key, plan.reset)
+        if not plan.has_code:
+            return ExecutionResult("success", notice="The session was reset.",
+                                   duration_seconds=time.monotonic() - started)
+        kernel = session.kernel or self._new_kernel(session, key, plan, started)
+        if isinstance(kernel, str):
+            if notice is not None:
+                session.notice = notice  # still true for the cell that does run
+            return ExecutionResult("error", error=kernel, notice=notice,
+                                   duration_seconds=time.monotonic() - started)
+        # the cell's tool calls: as a one-shot script's; stopped when the cell ends
+        cell_ended = threading.Event()
+        handler = script_call_handler(engine.registry, script_context(
+            engine, plan, kernel.policy, kernel.workdir, cell_ended))
+        left = max(0.0, plan.timeout - (time.monotonic() - started))
+        stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
+        stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
+        # the cell's call credential: its tool calls carry it (see Channel.open_cell)
+        credential = secrets.token_hex(16)
+        kernel.channel.open_cell(handler, ce.max_tool_calls, credential)
+        try:
+            outcome = kernel.process.run(plan.code, stdout=stdout, stderr=stderr,
+                                         timeout=left, grace=ce.kill_grace,
+                                         interrupt=plan.interrupt, credential=credential)
+        finally:
+            kernel.channel.close_cell()
+            cell_ended.set()
+        if not outcome.state_lost:
+            kernel.process.sweep()
+        kernel.cells += 1
+        calls = kernel.channel.tool_calls_made
+        oom = self._cell_oom_kills(kernel, outcome)
+        lost = kernel.process.closed_streams
+        if lost and not outcome.state_lost and notice is None:
+            notice = (f"A cell of this session closed its {' and '.join(lost)}: what "
+                      "it prints is lost. Call with reset=true to start fresh.")
+        if outcome.state_lost or self._closed:
+            self._drop_kernel(session)
+        return build_result(_run_outcome(outcome, oom), stdout.result(), stderr.result(),
+                            timeout=plan.timeout, tools=plan.tools, tool_calls=calls,
+                            duration=time.monotonic() - started, memory_mb=ce.memory_mb,
+                            hello_timeout=ce.hello_timeout, notice=notice)
+
+    @staticmethod
+    def _cell_oom_kills(kernel: _Kernel, outcome: CellOutcome) -> int:
+        """The OOM kills of this cell: the kernel's cgroup counts them all its life."""
+        if outcome.reason == "died":
+            return outcome.oom_kills
+        total = kernel.process.child.oom_kills()
+        cell, kernel.oom_seen = max(0, total - kernel.oom_seen), total
+        return cell
 
     def _claim(self, name: str) -> _Session:
         with self._lock:
@@ -357,20 +335,24 @@ class SessionManager:
                     "This cell ran in a fresh session.")
         return notice
 
-    def _new_kernel(self, session: _Session, key: KernelKey, names: list[str],
-                    enabled_toolsets: Iterable[str] | None) -> _Kernel | str:
-        """Under the session's lock: start its kernel within ``max_sessions``; why not."""
-        if not self._reserve(session):
-            return (f"All {self.engine.config.code_execution.max_sessions} session kernels "
-                    "(code_execution.max_sessions) are running cells; try again when one "
-                    "has finished.")
+    def _new_kernel(self, session: _Session, key: KernelKey, plan: ExecutionPlan,
+                    started: float) -> _Kernel | str:
+        """Under the session's lock: start its kernel within ``max_sessions`` (waiting, up
+        to the cell's own deadline, for another session's cell to end); why not."""
+        if not self._reserve(session, started + plan.timeout, plan.interrupt):
+            limit = self.engine.config.code_execution.max_sessions
+            waited = time.monotonic() - started
+            return (f"All {limit} session kernels (code_execution.max_sessions) were running "
+                    f"cells for the {waited:.0f}s this call could wait; it did not run. Try "
+                    "again when one has finished, or raise code_execution.max_sessions.")
         kernel: _Kernel | str | None = None
         try:
-            kernel = self._start(key, names, enabled_toolsets)
+            kernel = self._start(key, plan)
         finally:
             if not isinstance(kernel, _Kernel):
                 with self._lock:
                     session.reserved = False
+                    self._room.notify_all()
         if isinstance(kernel, _Kernel):
             session.kernel = kernel
         return kernel
@@ -379,29 +361,35 @@ class SessionManager:
         kernel, session.kernel = session.kernel, None
         with self._lock:
             session.reserved = False
+            self._room.notify_all()
         if kernel is not None:
             kernel.close()
 
     # -- capacity ---------------------------------------------------------------------------
 
-    def _reserve(self, session: _Session) -> bool:
+    def _reserve(self, session: _Session, deadline: float,
+                 interrupt: threading.Event | None) -> bool:
         """Count ``session`` against ``max_sessions``, evicting idle ones (least recently
-        used first); False if every other kernel is running a cell."""
+        used first); while every other kernel is running a cell, wait for one to end
+        (until ``deadline``); False if none did."""
         limit = self.engine.config.code_execution.max_sessions
         victims: list[_Session] = []
         with self._lock:
-            live = sorted((s for s in self._sessions.values()
-                           if s.reserved and s is not session), key=lambda s: s.last_used)
-            excess = len(live) + 1 - limit
-            for s in live:  # least recently used first
-                if excess <= 0:
+            while True:
+                if self._closed:
+                    raise SandboxError("the engine is closed")
+                live = sorted((s for s in self._sessions.values()
+                               if s.reserved and s is not session), key=lambda s: s.last_used)
+                excess = len(live) + 1 - limit
+                idle = [s for s in live if s.in_use == 0]
+                if excess <= len(idle):
                     break
-                if s.in_use == 0:
-                    victims.append(s)
-                    excess -= 1
-            if excess > 0:
-                return False
-            for s in victims:
+                left = deadline - time.monotonic()
+                if left <= 0 or (interrupt is not None and interrupt.is_set()):
+                    return False
+                self._room.wait(min(left, 0.25))
+            for s in idle[:max(0, excess)]:  # least recently used first
+                victims.append(s)
                 self._retire(s, "it was the least recently used of "
                                 f"{limit} live sessions (code_execution.max_sessions)")
             session.reserved = True
@@ -458,58 +446,24 @@ class SessionManager:
 
     # -- starting a kernel ------------------------------------------------------------------
 
-    def _start(self, key: KernelKey, names: list[str],
-               enabled_toolsets: Iterable[str] | None) -> _Kernel | str:
+    def _start(self, key: KernelKey, plan: ExecutionPlan) -> _Kernel | str:
         """A started kernel, or why it did not start (:class:`SandboxError` when the
         launcher could not start it at all)."""
-        engine = self.engine
-        ce = engine.config.code_execution
-        stub = render_stub(function_schemas(engine.registry, names, enabled_toolsets))
-        exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
-                                     secrets.token_hex(16))
+        ce = self.engine.config.code_execution
         with contextlib.ExitStack() as stack:
             staging = stack.enter_context(Staging(""))
-            stub_dir = stack.enter_context(engine.runtime.stub_dir(stub))
-            channel = stack.enter_context(engine.server.open(
-                exec_id=exec_id, token=token, allowed=names,
-                handler=lambda tool, args: "{}", max_tool_calls=0, check_peer=True))
-            channel.close_cell()  # no authority until a cell opens it
-            workdir = key.cwd or staging.path
-            # one policy for the kernel's life (see execengine.confine), as Engine.execute
-            policy = execution_policy(engine.config, cwd=workdir, level=engine.launcher.level,
-                                      extra_writable=(staging.path,), stack=stack)
-            runtime = engine.runtime.path
             cmd_r, cmd_w = os.pipe()
             reply_r, reply_w = os.pipe()
             theirs = (cmd_r, reply_w)
             try:
-                env = build_child_env(
-                    os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
-                    extra={
-                        **engine.path_env(key.mode, stub_dir, runtime, workdir),
-                        "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
-                        "EXECENGINE_RPC_TOKEN": token,
-                        "EXECENGINE_EXEC_ID": exec_id,
-                        "EXECENGINE_KERNEL_FDS": f"{cmd_r},{reply_w}",
-                        "EXECENGINE_RUN_TOKEN": run_token,
-                        # the reference system's names, as one-shot children get them
-                        "HERMES_RPC_SOCKET": channel.socket_path,
-                        "HERMES_RPC_TOKEN": token,
-                        **policy.proxy_env(),
-                    })
-                limits = dataclasses.replace(engine.launch_limits(ce.timeout, policy),
-                                             cpu_seconds=ce.cpu_seconds)
-                spec = LaunchSpec(
-                    argv=[key.interpreter, "-c", KERNEL_ENTRY],
-                    env=env, cwd=workdir, run_token=run_token,
-                    writable_paths=tuple(dict.fromkeys((
-                        workdir, staging.path,
-                        *(os.path.expanduser(p) for p in engine.config.policy.writable_roots
-                          if os.path.isdir(os.path.expanduser(p)))))),
-                    readable_paths=(staging.path, runtime),
-                    socket_dir=channel.socket_dir, pass_fds=theirs,
-                    protected_paths=policy.protected, limits=limits)
-                child = engine.launcher.launch(spec)
+                # a kernel lives longer than one timeout: CPU time is limited only when
+                # code_execution.cpu_seconds is set
+                launched = launch_child(
+                    self.engine, plan, stack, staging,
+                    argv=[key.interpreter, "-c", KERNEL_ENTRY], handler=None,
+                    max_tool_calls=0, pass_fds=theirs,
+                    extra_env={"EXECENGINE_KERNEL_FDS": f"{cmd_r},{reply_w}"},
+                    cpu_seconds=ce.cpu_seconds)
             except BaseException:
                 for fd in (cmd_w, reply_r):
                     os.close(fd)
@@ -517,11 +471,8 @@ class SessionManager:
             finally:
                 for fd in theirs:
                     os.close(fd)
-            process = KernelProcess(child, cmd_w, reply_r)
+            process = KernelProcess(launched.child, cmd_w, reply_r)
             try:
-                # only the kernel's uid may talk on its socket (SO_PEERCRED, checked first)
-                slot_uid = getattr(child, "uid", None)
-                channel.expect_peer([slot_uid if slot_uid is not None else os.geteuid()])
                 failure = process.wait_ready(ce.hello_timeout)
             except BaseException:
                 process.close()
@@ -530,42 +481,18 @@ class SessionManager:
                 process.close()
                 return failure
             resources = stack.pop_all()
-        return _Kernel(key, process, channel, staging, resources, policy, workdir)
+        return _Kernel(key, process, launched.channel, staging, resources, launched.policy,
+                       launched.workdir)
 
 
-def _result(outcome: CellOutcome, stdout: OutputCapture, stderr: OutputCapture, *,
-            calls: int, limit: float, names: list[str], notice: str | None,
-            duration: float, memory_mb: int | None = None) -> ExecutionResult:
-    out, err = stdout.result(), stderr.result()
-    text, error, status = out.text, None, "success"
-    exit_code: int | None = outcome.exit_code
-    if outcome.reason == "timeout":
-        status = "timeout"
-        error = (timeout_message(limit) + " " + STATE_LOST if outcome.state_lost
-                 else in_place_timeout_message(limit))
-        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + error
-        exit_code = None
-    elif outcome.reason == "interrupted":
-        status = "interrupted"
-        error = INTERRUPTED + " " + (STATE_LOST if outcome.state_lost else STATE_KEPT)
-        text = (text.rstrip("\n") + "\n" if text.strip() else "") + error
-        exit_code = None
-    elif outcome.reason == "died":
-        status, error = "error", died_message(outcome.exit_code)
-        if outcome.oom_kills:
-            error = (oom_message(memory_mb, "The session's kernel") + " Its state was lost "
-                     "and the next call starts a fresh session.")
-    elif outcome.status != "ok":
-        status = "error"
-        error = err.text.strip() or exit_message(exit_code if exit_code is not None else 1)
-    result = ExecutionResult(
-        status=status,  # type: ignore[arg-type]
-        output=text, stderr=err.text, exit_code=exit_code, tool_calls_made=calls,
-        duration_seconds=duration, error=error,
-        stdout_truncated=out.truncated, stdout_bytes_total=out.total_bytes,
-        stdout_bytes_omitted=out.omitted_bytes, stderr_truncated=err.truncated,
-        stderr_bytes_total=err.total_bytes, full_output_path=out.spill_path, notice=notice,
-        oom_kills=outcome.oom_kills,
-    )
-    hint = hint_for(result, names)
-    return dataclasses.replace(result, hint=hint) if hint else result
+def _run_outcome(outcome: CellOutcome, oom_kills: int) -> RunOutcome:
+    """A cell's outcome in the terms every runner's result is built from."""
+    state: SessionState = "lost" if outcome.state_lost else "kept"
+    if outcome.reason == "died":
+        return RunOutcome("died", outcome.exit_code, failed=True, state="lost",
+                          oom_kills=oom_kills)
+    if outcome.reason in ("timeout", "interrupted"):
+        return RunOutcome(outcome.reason, None, failed=True, state=state,
+                          oom_kills=oom_kills)
+    return RunOutcome("exit", outcome.exit_code, failed=outcome.status != "ok", state=state,
+                      oom_kills=oom_kills)

@@ -39,6 +39,10 @@ BOOTSTRAP_ENTRY = entry_program("bootstrap")
 #: the project directory in project mode, which the runtime puts last on ``sys.path``
 #: (``sandbox/bootstrap.py``'s ``ENV_PROJECT_DIR``)
 PROJECT_DIR_VAR = "EXECENGINE_PROJECT_DIR"
+#: what tracebacks call a script's code (``sandbox/bootstrap.py``'s ``ENV_SCRIPT_NAME``),
+#: and the name of a model's code: never the staging copy's path
+SCRIPT_NAME_VAR = "EXECENGINE_SCRIPT_NAME"
+SCRIPT_NAME = "<execute_code>"
 
 
 class Staging:

@@ -1,21 +1,20 @@
 """Where the file tools' operations run: the file backend seam.
 
 The tools (:mod:`execengine.tools.file_tools`, ``patch_tool``, ``search_tool``) call
-:func:`run_operation`. With the local terminal backend it runs the operation of
-:mod:`.ops` here, on the call's :class:`Scope`; with ``terminal.backend: ssh`` it sends the
-same operation, the task's (remote) working directory and the denied paths to the remote's
-file server (:class:`execengine.remote.files.RemoteFiles`), which runs the same code there.
+:func:`run_operation`, which hands the operation to the registry's host's
+:class:`FileBackend`: :class:`LocalFiles` runs the operation of :mod:`.ops` here, on the
+call's :class:`~execengine.fileops.paths.Scope`; a remote host's backend
+(:class:`execengine.remote.files.RemoteFiles`) sends the same operation, the task's
+working directory and the denied paths to the remote's file server, which runs the same
+code there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from execengine.fileops.calls import scope_of
 from execengine.fileops.ops import OPERATIONS, FileSettings, ToolResult
-from execengine.remote.host import REMOTE, RemoteHost
-from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -23,10 +22,19 @@ if TYPE_CHECKING:
 
 
 class FileBackend(Protocol):
-    """Runs one file operation somewhere else (a remote); returns the tool's result."""
+    """Runs one file operation of a tool call; returns the tool's result."""
 
-    def run(self, op: str, args: dict[str, Any], *, cwd: str, denied: Sequence[str],
+    def run(self, ctx: ToolContext, op: str, args: dict[str, Any],
             settings: FileSettings) -> ToolResult: ...
+
+
+class LocalFiles:
+    """Operations on this machine, within the call's scope (its policy's roots)."""
+
+    def run(self, ctx: ToolContext, op: str, args: dict[str, Any],
+            settings: FileSettings) -> ToolResult:
+        with scope_of(ctx) as scope:
+            return OPERATIONS[op](scope, args, settings)
 
 
 def denied_paths(config: Config) -> list[str]:
@@ -37,20 +45,9 @@ def denied_paths(config: Config) -> list[str]:
     return denied
 
 
-def remote_files(ctx: ToolContext) -> FileBackend | None:
-    """The remote's file backend when the terminal backend is remote, else None."""
-    if ctx.config.terminal.backend != "ssh":
-        return None
-    return ctx.service(REMOTE, RemoteHost).files()
-
-
 def run_operation(ctx: ToolContext, op: str, args: dict[str, Any]) -> ToolResult:
     """Run file operation ``op`` (a tool name of :data:`OPERATIONS`) for this call."""
     settings = FileSettings(max_read_chars=ctx.config.files.max_read_chars,
-                            search_backend=ctx.call.search_backend)
-    remote = remote_files(ctx)
-    if remote is not None:
-        return remote.run(op, args, cwd=task_cwd(ctx), denied=denied_paths(ctx.config),
-                          settings=settings)
-    with scope_of(ctx) as scope:
-        return OPERATIONS[op](scope, args, settings)
+                            search_backend=ctx.call.search_backend,
+                            interrupt=ctx.call.interrupt)
+    return ctx.services.host.files().run(ctx, op, args, settings)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from execengine.config import Config
     from execengine.context import ToolContext
 
-__all__ = ["filesystem_available", "int_arg", "scope_of", "string_arg"]
+__all__ = ["int_arg", "local_folder_available", "scope_of", "string_arg"]
 
 
 def scope_of(ctx: ToolContext) -> Scope:
@@ -27,11 +27,8 @@ def scope_of(ctx: ToolContext) -> Scope:
     return Scope.for_call(ctx.config, cwd, policy)
 
 
-def filesystem_available(config: Config) -> bool | str:
-    """Availability check of the file tools: the working directory must exist (on the
-    remote with ``terminal.backend: ssh``: checked there, call by call)."""
-    if config.terminal.backend == "ssh":
-        return True
+def local_folder_available(config: Config) -> bool | str:
+    """The working directory of a local host must exist and be readable."""
     base = config.terminal.cwd
     folder = os.path.expanduser(base) if base else os.getcwd()
     if not os.path.isdir(folder):

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from execengine.errors import FileOpError
-from execengine.fileops.textio import atomic_write, real_target
+from execengine.fileops.ownership import adopt, makedirs
+from execengine.fileops.textio import atomic_write, real_target, where_is
+from execengine.isolation.owner import host_umask
 
 
 @dataclass
@@ -36,7 +38,7 @@ class _Staged:
         if data is None:
             return
         target = real_target(self.change.path)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        makedirs(target.parent)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
                                         dir=target.parent)
         with os.fdopen(fd, "wb") as fh:
@@ -44,12 +46,14 @@ class _Staged:
             fh.flush()
             os.fsync(fh.fileno())
         try:
-            mode = stat.S_IMODE(os.lstat(target).st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
+            old = os.lstat(target)
         except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(self.tmp, mode)
+            os.chmod(self.tmp, 0o666 & ~host_umask())
+            adopt(self.tmp, os.path.join(where_is(target.parent), target.name))
+            return
+        os.chmod(self.tmp, stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+        with contextlib.suppress(OSError):  # the replaced file's owner, as atomic_write
+            os.chown(self.tmp, old.st_uid, old.st_gid)
 
     def commit(self) -> None:
         if self.change.data is None:

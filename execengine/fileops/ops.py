@@ -8,6 +8,7 @@ the files are: in the engine for the local backend, on the remote for ``ssh`` (s
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,12 @@ class FileSettings:
 
     max_read_chars: int = 100_000
     search_backend: str = "auto"
+    #: set when the call is to stop (the call's interrupt: the execution that made it
+    #: ended); long reads look at it between chunks
+    interrupt: threading.Event | None = None
+
+    def cancelled(self) -> bool:
+        return self.interrupt is not None and self.interrupt.is_set()
 
 
 def read_file(scope: Scope, args: dict[str, Any], settings: FileSettings) -> ToolResult:
@@ -43,7 +50,8 @@ def read_file(scope: Scope, args: dict[str, Any], settings: FileSettings) -> Too
         path, shown = scope.path(raw, "reading")
         if not path.exists():
             raise _not_found(path, shown, scope)
-        return read_window(path, shown, offset, limit, settings.max_read_chars).to_dict()
+        return read_window(path, shown, offset, limit, settings.max_read_chars,
+                           cancelled=settings.cancelled).to_dict()
     except FileOpError as exc:
         return exc.to_dict()
 

@@ -8,12 +8,13 @@ named directly in the list are also recognised by inode, which catches hard link
 
 Building a guard resolves every denied path (18 of them by default: about 0.8 ms here, half
 of a small ``read_file``), and every file tool call needs one: :meth:`PathGuard.from_config`
-reuses a guard built from the same list for a second (:data:`execengine.confine.recent.
+reuses a guard built from the same list for a second (:data:`execengine.recent.
 TTL`), so what it resolved is at most that old.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from execengine.confine.files import FileConfinement
-from execengine.confine.recent import recent, where
 from execengine.errors import FileOpError
+from execengine.fileops.ownership import owned_by, roots_of
+from execengine.recent import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -128,15 +130,19 @@ class Scope:
     cwd: str
     guard: PathGuard
     confinement: FileConfinement | None = None
+    #: where what the call creates is handed over to the folder's owner (see
+    #: :mod:`.ownership`): (resolved root, uid, gid)
+    owners: tuple[tuple[str, int, int], ...] = ()
     _lexical: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def for_call(cls, config: Config, cwd: str, policy: ExecutionPolicy | None = None
                  ) -> Scope:
+        owners = roots_of(cwd, policy.owners if policy is not None else ())
         if policy is None or not policy.confined:
-            return cls(cwd, PathGuard.from_config(config))
+            return cls(cwd, PathGuard.from_config(config), owners=owners)
         guard = PathGuard.from_config(config, policy)
-        return cls(cwd, guard, FileConfinement(policy, guard))
+        return cls(cwd, guard, FileConfinement(policy, guard), owners=owners)
 
     def path(self, raw: str, action: str) -> tuple[Path, str]:
         """``(absolute path, display form)``; raises :class:`FileOpError` when denied."""
@@ -164,14 +170,15 @@ class Scope:
             self.confinement.close()
 
     def __enter__(self) -> Scope:
+        stack = contextlib.ExitStack()
         if self.confinement is not None:
-            active = self.confinement.active()
-            active.__enter__()
-            object.__setattr__(self, "_active", active)  # frozen: the open block's state
+            stack.enter_context(self.confinement.active())
+        stack.enter_context(owned_by(self.owners))
+        object.__setattr__(self, "_active", stack)  # frozen: the open block's state
         return self
 
     def __exit__(self, *exc: object) -> None:
         active = self.__dict__.pop("_active", None)
         if active is not None:
-            active.__exit__(None, None, None)
+            active.close()
         self.close()

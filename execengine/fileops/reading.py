@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate, count
 from pathlib import Path
@@ -19,7 +19,8 @@ from typing import Any
 
 from execengine.confine.files import open_binary
 from execengine.errors import FileOpError
-from execengine.fileops.textio import SNIFF_BYTES, bounded_lines, looks_binary
+from execengine.fileops.scan import SCAN_BYTES, SCAN_SECONDS, Scanner
+from execengine.fileops.textio import SNIFF_BYTES, looks_binary
 
 MAX_LINE_CHARS = 2000
 MAX_LIMIT = 5000
@@ -44,6 +45,9 @@ class ReadResult:
     truncated: bool = False
     next_offset: int | None = None
     long_lines: list[int] = field(default_factory=list)
+    #: false when counting the lines stopped at the scan's budget: ``total_lines`` is
+    #: then a lower bound
+    total_known: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -58,13 +62,19 @@ class ReadResult:
         if self.long_lines:
             out["long_lines"] = self.long_lines
         hints = []
+        if not self.total_known:
+            out["total_lines_is_lower_bound"] = True
+            hints.append(f"the file is large: its lines were counted to {self.total_lines} "
+                         f"(at most {SCAN_BYTES // (1024 * 1024)} MB or {SCAN_SECONDS:g} s "
+                         "of reading per call), there are more")
         if self.long_lines:
             hints.append(f"{len(self.long_lines)} line(s) longer than {MAX_LINE_CHARS} "
                          "characters were cut")
         if self.next_offset is not None:
             out["next_offset"] = self.next_offset
-            hints.append(f"showing lines {self.offset}-{self.next_offset - 1} of "
-                         f"{self.total_lines}; use offset={self.next_offset} to continue")
+            of = f"at least {self.total_lines}" if not self.total_known else self.total_lines
+            hints.append(f"showing lines {self.offset}-{self.next_offset - 1} of {of}; use "
+                         f"offset={self.next_offset} to continue")
         if hints:
             out["hint"] = "; ".join(hints)
         return out
@@ -81,8 +91,10 @@ def check_window(offset: Any, limit: Any) -> tuple[int, int]:
     return offset, min(limit, MAX_LIMIT)
 
 
-def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int) -> ReadResult:
-    """Read lines ``offset .. offset+limit-1`` of ``path`` (already resolved and allowed)."""
+def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int, *,
+                cancelled: Callable[[], bool] | None = None) -> ReadResult:
+    """Read lines ``offset .. offset+limit-1`` of ``path`` (already resolved and allowed).
+    ``cancelled()`` true stops the reading (see :mod:`.scan`)."""
     if path.is_dir():
         raise FileOpError(f"Cannot read {shown!r}: it is a directory; use search_files with "
                           "target='files' to list it", is_directory=True)
@@ -103,12 +115,13 @@ def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int)
                 binary=True, file_size=size,
             )
         fh.seek(0)
-        return _collect(fh, shown, offset, limit, max_chars, size)
+        return _collect(fh, shown, offset, limit, max_chars, size, cancelled)
 
 
 def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
-             size: int) -> ReadResult:
+             size: int, cancelled: Callable[[], bool] | None) -> ReadResult:
     whole = _whole_lines(fh, size)
+    total_known = True
     if whole is not None:
         total = len(whole)
         end = min(total, offset + limit - 1)
@@ -116,20 +129,26 @@ def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
         parts, returned, stopped_at, long_lines = rows or _rows(
             ((n, whole[n - 1], 0) for n in range(offset, end + 1)), max_chars)
     else:
-        # a line is read at most _LINE_BYTES at a time: one endless line costs no more
+        # a line is read at most _LINE_BYTES at a time: one endless line costs no more; a
+        # hole is jumped; the reading stops at the scan's budget or when cancelled
+        scan = Scanner(fh.fileno(), size, cancelled=cancelled)
         counted = [0]
 
         def window() -> Iterator[tuple[int, bytes, int]]:
-            for number, (raw, skipped) in enumerate(bounded_lines(fh, _LINE_BYTES), start=1):
+            for number, (raw, skipped) in enumerate(scan.lines(_LINE_BYTES), start=1):
                 counted[0] = number
-                if offset <= number < offset + limit:
+                if number >= offset + limit:
+                    return
+                if number >= offset:
                     yield number, raw, skipped
 
-        lines = window()
-        parts, returned, stopped_at, long_lines = _rows(lines, max_chars)
-        for _ in lines:  # the rest of the file, counted
-            pass
+        parts, returned, stopped_at, long_lines = _rows(window(), max_chars)
         total = counted[0]
+        if scan.stopped is None and total >= offset:
+            total += scan.count_rest()
+        total_known = scan.stopped is None
+        if scan.stopped == "cancelled" or (scan.stopped and total < offset):
+            raise _stopped(scan, shown, offset)
     if total and offset > total:
         raise FileOpError(
             f"offset {offset} is past the end of {shown!r}, which has {total} lines",
@@ -139,7 +158,7 @@ def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
         raise FileOpError(f"offset {offset} is past the end of {shown!r}, which is empty",
                           total_lines=0)
     last_shown = offset + returned - 1
-    next_offset = last_shown + 1 if last_shown < total else None
+    next_offset = last_shown + 1 if last_shown < total or not total_known else None
     return ReadResult(
         path=shown,
         content="\n".join(parts),
@@ -150,7 +169,19 @@ def _collect(fh: Any, shown: str, offset: int, limit: int, max_chars: int,
         truncated=stopped_at is not None,
         next_offset=next_offset,
         long_lines=long_lines,
+        total_known=total_known,
     )
+
+
+def _stopped(scan: Scanner, shown: str, offset: int) -> FileOpError:
+    if scan.stopped == "cancelled":
+        return FileOpError(f"read_file of {shown!r} stopped: the execution that made this "
+                           "call has ended")
+    return FileOpError(
+        f"read_file of {shown!r} stopped after reading {scan.read_bytes // (1024 * 1024)} MB "
+        f"in {scan.seconds:.1f} s without reaching line {offset} (each call reads at most "
+        f"{SCAN_BYTES // (1024 * 1024)} MB and {SCAN_SECONDS:g} s of a file); use "
+        "search_files to find the lines you want, or a smaller offset")
 
 
 def _whole_lines(fh: Any, size: int) -> list[bytes] | None:

@@ -18,6 +18,8 @@ from typing import IO
 
 from execengine.confine.files import is_anchored, open_binary
 from execengine.errors import FileOpError
+from execengine.fileops.ownership import adopt, makedirs
+from execengine.isolation.owner import host_umask
 
 #: how much of a file :func:`looks_binary` inspects
 SNIFF_BYTES = 8192
@@ -118,7 +120,7 @@ def atomic_write(path: Path, data: bytes) -> bool:
     if target.is_dir():
         raise FileOpError(f"Cannot write {os.fspath(path)!r}: it is a directory")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        makedirs(target.parent)
     except FileExistsError:
         raise FileOpError(f"Cannot write {os.fspath(path)!r}: a parent is not a "
                           "directory") from None
@@ -146,9 +148,8 @@ def atomic_write(path: Path, data: bytes) -> bool:
                 with contextlib.suppress(OSError):
                     os.chown(tmp, old.st_uid, old.st_gid)
         else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, 0o666 & ~host_umask())
+            adopt(tmp, os.path.join(where_is(target.parent), target.name))
         os.replace(tmp, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -158,6 +159,13 @@ def atomic_write(path: Path, data: bytes) -> bool:
         raise
     _fsync_dir(target.parent)
     return old is None
+
+
+def where_is(folder: Path) -> str:
+    """The resolved location of ``folder`` (an anchored one's: where its descriptor is)."""
+    if is_anchored(folder):
+        return os.readlink(os.fspath(folder))
+    return os.path.realpath(folder)
 
 
 def real_target(path: Path | str) -> Path:

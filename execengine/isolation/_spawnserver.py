@@ -21,18 +21,21 @@ Protocol over an inherited ``SOCK_SEQPACKET`` socket, one JSON object per messag
 
 * spawner → host, once: ``{"ready": true, "pid": N}``
 * host → spawner: ``{"op": "prepare", "id": W, "warm": {"level", "cgroup_dirs",
-  "netns", "new_root", "tmp_mb", "landlock"}}`` (``netns``: a network namespace of its
-  own, see :func:`.entry.own_network`; ``new_root`` and ``tmp_mb`` at
-  ``isolated``: the entry builds and enters the fixed part of its root ahead;
+  "netns", "mntns", "new_root", "tmp_mb", "landlock"}}`` (``netns``: a network namespace
+  of its own, see :func:`.entry.own_network`; ``mntns``: at ``restricted``, a mount
+  namespace of its own for the plan's binds, see :func:`.mounts.own_view`; ``new_root``
+  and ``tmp_mb`` at ``isolated``: the entry builds and enters the fixed part of its root
+  ahead;
   ``landlock``: the rules every execution gets, see :func:`.entry._prepare_landlock`);
   reply ``{"ok": true, "pid": N}`` at once (the entry prepares itself in parallel).
 * host → spawner: ``{"op": "spawn", "plan": {...}, "warm": W or null, "cold": C or null}``
   (``C``: ``{"zygote", "landlock"}`` as in a warm entry's request, for a cold entry whose
   interpreter is forked from a template, see :meth:`Server._cold_warm`) with fds
-  ``[stdout_w, stderr_w, status_w, *pass_fds]``; at ``isolated`` we copy the plan's paths
-  as detached mounts (:func:`.mounts.clone_binds`) and send them to the entry with the
-  plan. Reply ``{"ok": true, "pid": N}`` once the child has exec'd, or ``{"ok": false,
-  "error": "..."}``. The child's raw wait status is
+  ``[stdout_w, stderr_w, status_w, *pass_fds]``; we copy the plan's paths as detached
+  mounts (:func:`.mounts.clone_binds`; the plan's ``owners``, ``[path, uid, gid]``, are
+  id-mapped to their owners) and send them to the entry with the plan. Reply ``{"ok":
+  true, "pid": N}`` once the child has exec'd, or ``{"ok": false, "error": "..."}``. The
+  child's raw wait status is
   written to ``status_w`` as decimal text and ``status_w`` is closed: at ``restricted`` by
   us when we reap the child; at ``isolated`` by the namespace's init, as
   ``"<status> empty"`` once nothing of the execution is left (``status_w`` goes to it with
@@ -271,16 +274,20 @@ class Server:
         if len(fds) < 3:
             raise ValueError("spawn needs stdout, stderr and status fds")
         self.reap()  # learn about warm entries that died while waiting
-        userns: int | None = None
-        idmap, m = plan.get("idmap"), plan.get("mounts")
-        if idmap and m is not None and plan.get("uid") is not None:
-            with contextlib.suppress(OSError):  # else plain binds; the ACL grants apply
-                userns = self.userns_for(idmap[0], idmap[1], plan["uid"], plan["gid"])
+        m = plan.get("mounts")
+        # the writable paths the sandbox acts in as their owner (see .owner): the host's
+        # file tools count on it, so a failure fails the launch
+        userns = {path: self.userns_for(uid, gid, plan["uid"], plan["gid"])
+                  for path, uid, gid in (plan.get("owners") or ())
+                  if m is not None and plan.get("uid") is not None}
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
-                "netns": bool(plan.get("netns"))}
-        if m is not None:
+                "netns": bool(plan.get("netns")), "mntns": bool(plan.get("mntns"))}
+        if m is not None and m.get("new_root"):
             warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
         launch = _Launch(rid, plan, fds, userns)
+        if (wid is not None and wid in self.warm
+                and bool(self.prepared.get(wid, {}).get("mntns")) != warm["mntns"]):
+            self.discard(wid)  # made for another view: a cold entry serves this plan
         # the ways to start it, in order: each when the one before was found dead
         if wid is not None and wid in self.warm:
             zygote = None
@@ -594,7 +601,7 @@ class _Launch:
     *passed]``, ours until the launch ends), the ways left to start it (a warm entry, a
     cold one forking from the template, a cold one), and the entry that has it now."""
 
-    def __init__(self, rid: Any, plan: dict[str, Any], fds: list[int], userns: int | None
+    def __init__(self, rid: Any, plan: dict[str, Any], fds: list[int], userns: dict[str, int]
                  ) -> None:
         self.rid, self.plan, self.fds, self.userns = rid, plan, fds, userns
         #: (kind, warm id or request, zygote extras, paths bound ahead)
@@ -615,9 +622,10 @@ class _Launch:
         if m is None:
             return [], []
         binds, bind_fds = mounts.clone_binds(mounts.MountPlan(
-            new_root=m["new_root"], read_paths=tuple(p for p in m["read"] if p not in skip),
-            write_paths=tuple(m["write"]), socket_dir=m["socket_dir"],
-            tmp_mb=m["tmp_mb"], cwd=self.plan["cwd"], userns_fd=self.userns,
+            new_root=m.get("new_root"),
+            read_paths=tuple(p for p in m["read"] if p not in skip),
+            write_paths=tuple(m["write"]), socket_dir=m.get("socket_dir"),
+            tmp_mb=m.get("tmp_mb", 0), cwd=self.plan["cwd"], userns=self.userns,
             protect=tuple(m.get("protect", ())), hide=tuple(m.get("hide", ()))))
         self.made.extend(bind_fds)
         if len(self.fds) + len(bind_fds) + 2 > entry.MAX_FDS:

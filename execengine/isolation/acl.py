@@ -96,9 +96,10 @@ def set_group(path: str, gid: int, perm: int | None, *, default: bool = False) -
         os.setxattr(path, DEFAULT, _pack(new))
 
 
-def grant_user(path: str, uid: int, perm: int) -> None:
+def grant_user(path: str, uid: int, perm: int | None) -> None:
     """A named-user entry for ``uid`` alone (not the sandbox group every slot shares): what
-    one execution's private paths, such as its RPC socket, are opened with."""
+    one execution's private paths, such as its RPC socket, are opened with. ``perm=None``
+    removes it."""
     os.setxattr(path, ACCESS, _pack(_with_group(read(path), uid, perm, USER)))
 
 

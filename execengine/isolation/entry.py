@@ -180,7 +180,7 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
                            plan.get("gid"), orphan=plan["level"] == "isolated")
     _place_fds(stdio, passed, plan["fd_targets"])
     os.chdir(plan["cwd"])
-    os.umask(0o022)
+    os.umask(int(plan.get("umask", 0o022)))  # the host's: what its file tools create with
     _drop(plan["rlimits"], plan.get("uid"), plan.get("gid"))
     ll = plan.get("landlock")
     if ll is not None:
@@ -265,9 +265,19 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
             with open(os.path.join(d, "cgroup.procs"), "w") as fh:
                 fh.write("0")  # ourselves (our pid reads 1 at isolated)
         if warm["level"] != "isolated":
+            if os.geteuid() == 0:
+                # SysV IPC and POSIX message queues of its own: what it makes is not seen
+                # by other executions and goes with its last process. Without
+                # CAP_SYS_ADMIN (a container) the launcher removes what the slot uid owns
+                # when the execution ends instead (see .ipc)
+                with contextlib.suppress(OSError):
+                    unshare(CLONE_NEWIPC)
+            if warm.get("mntns"):  # the plan's binds go over the host's view in it
+                mounts.own_view()
             if warm.get("netns"):  # the allow-list proxy is bridged in (see .bridge)
                 own_network()
-            _await_plan(ctl, ruleset=_prepare_landlock(warm))
+            _await_plan(ctl, ruleset=_prepare_landlock(warm),
+                        own_view=bool(warm.get("mntns")))
         _namespace_init(warm, ctl)
     except BaseException as exc:  # report anything, then die: we are a forked child
         _report_ctl(ctl, exc)
@@ -276,13 +286,14 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
 
 def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
                 handover: socket.socket | None = None,
-                ruleset: landlock.Ruleset | None = None) -> None:
+                ruleset: landlock.Ruleset | None = None, own_view: bool = False) -> None:
     """Phase 2: receive the plan and its fds on ``ctl``, enter, exec. Never returns.
     ``prepared``: (new root, /tmp size) of the fixed part of the root, built and entered
     already (see :func:`.mounts.prepare_root`); the execution's binds come with the plan.
     ``handover``: where the host's status descriptor goes (the namespace's init, which
     reports the status; see :func:`_namespace_init`). ``ruleset``: the Landlock rules
-    added ahead."""
+    added ahead. ``own_view``: (``restricted``) we are in a mount namespace of our own
+    (:func:`.mounts.own_view`), where the plan's binds go over the host's view."""
     sock = socket.socket(fileno=ctl)
     msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
     if not msg:
@@ -313,6 +324,12 @@ def _await_plan(ctl: int, prepared: tuple[str, int] | None = None,
         binds, mounted, passed = _split_binds(req, rest)
         if plan["level"] == "isolated":
             _attach_binds(plan, binds, mounted, prepared, cwd=plan["cwd"])
+        elif binds:
+            if not own_view:  # never over the spawner's (the host's) own mounts
+                for fd in mounted:
+                    os.close(fd)
+                raise OSError("the plan has binds and the entry has no mount namespace")
+            mounts.attach_over(binds, mounted)
         exec_workload(plan, (fds[0], fds[1]), passed, ruleset)
     except BaseException as exc:
         _report(errfd, exc)

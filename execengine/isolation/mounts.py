@@ -7,8 +7,8 @@ is a small tmpfs holding:
   symlinks such as ``/bin -> usr/bin`` are recreated as symlinks), of the interpreter prefix
   and of the extra readable paths, at their host paths (so ``sys.prefix`` is unchanged and
   an interpreter under a 0700 home is reachable);
-* read-write binds of the writable paths (working directory, staging), id-mapped where the
-  file system allows it;
+* read-write binds of the writable paths (working directory, staging), each id-mapped to
+  its owner when the host asks for it (see :mod:`.owner`);
 * a read-only bind of the RPC socket directory (connecting to a socket needs no writable
   mount);
 * a size-limited tmpfs ``/tmp`` and ``/dev/shm``, a minimal ``/dev`` and a fresh ``/proc``
@@ -23,14 +23,20 @@ In two steps, so that the slow part happens ahead of the launch, in a warm entry
    the execution's paths (:func:`clone_binds`: ``open_tree``, attributes set with
    ``mount_setattr``) and sends them along with the plan; :func:`attach` moves them into
    the root (``move_mount``) and makes the root read-only.
+
+``restricted`` has no root of its own. As root it still enters a mount namespace of its
+own (:func:`own_view`, ahead of the launch), where :func:`attach_over` puts the same kind
+of binds over the host's view: the writable paths id-mapped to their owners, the
+protected paths read-only, the denied paths inside the writable ones masked.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -40,6 +46,8 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+CLONE_NEWNS = 0x00020000
+MS_SLAVE = 1 << 19
 MNT_DETACH = 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
@@ -53,9 +61,11 @@ AT_FDCWD = -100
 AT_EMPTY_PATH = 0x1000
 AT_RECURSIVE = 0x8000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOVE_MOUNT_T_EMPTY_PATH = 0x40
 MOUNT_ATTR_RDONLY = 0x1
 MOUNT_ATTR_NOSUID = 0x2
 MOUNT_ATTR_NODEV = 0x4
+MOUNT_ATTR_NOEXEC = 0x8
 MOUNT_ATTR_IDMAP = 0x00100000
 
 SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt")
@@ -117,14 +127,17 @@ def _move_mount(fd: int, dst: str) -> None:
 
 @dataclass(frozen=True)
 class MountPlan:
-    new_root: str  # an empty directory to build the root in (host path)
+    #: an empty directory to build the root in (host path); None: no root of its own
+    #: (``restricted``): only what :func:`attach_over` puts over the host's view
+    new_root: str | None
     read_paths: tuple[str, ...]
     write_paths: tuple[str, ...]
     socket_dir: str | None
     tmp_mb: int
     cwd: str
-    #: a user namespace for id-mapped binds of the writable paths (None: plain binds)
-    userns_fd: int | None = None
+    #: writable paths shown id-mapped to their owners: path -> a user namespace mapping the
+    #: owner's uid and gid to the sandbox's (see :mod:`.owner`); the others are plain binds
+    userns: Mapping[str, int] = field(default_factory=dict)
     #: paths inside the writable ones bound read-only over themselves (files that run
     #: later outside the sandbox: the engine's config kept there, ``.git/hooks``); the
     #: folders on the way to them become mount points (see :func:`_chains`)
@@ -138,12 +151,16 @@ class MountPlan:
 #: ``"dir"`` or ``"file"`` (a detached mount comes with it), ``"link"`` (a symbolic link
 #: to ``target``, for a top-level one such as ``/lib64 -> usr/lib64``), ``"maskdir"`` /
 #: ``"maskfile"`` (a denied path hidden under an empty mount made in the sandbox), or
-#: ``"anchor"`` (a folder of a writable bind bound onto itself in the sandbox)
+#: ``"anchor"`` (a folder of a writable bind bound onto itself in the sandbox); ``"inner"``
+#: marks a read-only bind of a path inside a writable one
 Bind = dict[str, str]
 #: the kinds of bind that come with a detached mount
 WITH_MOUNT = ("dir", "file")
 #: where the masks of files take their empty content from, in the sandbox's root
 MASK_FILE = "/.masked"
+#: ... and at ``restricted`` (no root of its own): a folder the launcher makes on the host,
+#: under which the entry mounts a tmpfs of its own holding that file
+MASK_DIR = "/run/execengine/masks"
 
 
 def _clone(path: str, *, readonly: bool, userns_fd: int | None = None
@@ -157,16 +174,25 @@ def _clone(path: str, *, readonly: bool, userns_fd: int | None = None
     try:
         flags = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if readonly else 0)
         if userns_fd is not None:
+            # the host counts on the owner's identity here (its file tools act as the
+            # owner): no silent fallback to a plain bind
             try:
                 _set_attr(fd, flags | MOUNT_ATTR_IDMAP, userns_fd, path)
-                return {"path": path, "kind": kind}, fd
-            except OSError:
-                pass  # a file system without id-mapped mounts: a plain bind (ACL grants)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot show {path} to the sandbox as its "
+                              f"owner's (an id-mapped bind): {exc.strerror}") from exc
+            return {"path": path, "kind": kind}, fd
         _set_attr(fd, flags, None, path)
     except BaseException:
         os.close(fd)
         raise
     return {"path": path, "kind": kind}, fd
+
+
+def _userns_of(path: str, plan: MountPlan) -> int | None:
+    """The user namespace of the deepest id-mapped writable path holding ``path``."""
+    holders = [w for w in plan.userns if w == path or beneath(path, w)]
+    return plan.userns[max(holders, key=len)] if holders else None
 
 
 def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
@@ -175,6 +201,8 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
     possible; all nosuid, nodev), in the order :func:`attach` mounts them: parents first,
     then the protected paths over the writable ones. Runs in the host's mount namespace
     (the spawner). The caller closes the descriptors."""
+    if plan.new_root is None:
+        return _clone_over(plan)
     binds: list[tuple[str, bool]] = [(p, True) for p in plan.read_paths]
     if plan.socket_dir:
         binds.append((plan.socket_dir, True))
@@ -192,19 +220,53 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
                 # a parent of a system directory (say "/"): binding it would hide those
                 raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
                               f"directories")
-            _add(out, fds, _clone(path, readonly=path not in rw, userns_fd=plan.userns_fd
-                                  if path in rw else None))
-        anchors, pinned = _chains(plan.protect, rw)
-        # each folder on the way to a protected path becomes a mount point (bound onto
-        # itself in the sandbox): renaming or removing it fails (EBUSY), so no folder the
-        # host will look in (``.git``) can be moved aside for one the script made
-        out += [{"path": path, "kind": "anchor"} for path in anchors]
-        for path in _ordered([*plan.protect, *pinned]):
-            if any(beneath(path, w) for w in rw) and os.path.lexists(path) \
-                    and not os.path.islink(path):
-                # as the writable bind above it shows it (id-mapped), but read-only
-                _add(out, fds, _clone(path, readonly=True, userns_fd=plan.userns_fd))
+            _add(out, fds, _clone(path, readonly=path not in rw, userns_fd=plan.userns.get(
+                path) if path in rw else None))
+        _protect(plan, rw, out, fds)
         out += masks(plan.hide, shown=system | ro | rw, needed=ro | rw)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return out, fds
+
+
+def _protect(plan: MountPlan, rw: set[str], out: list[Bind], fds: list[int]) -> None:
+    """The binds that keep the protected paths inside the writable ones read-only."""
+    anchors, pinned = _chains(plan.protect, rw)
+    # each folder on the way to a protected path becomes a mount point (bound onto
+    # itself in the sandbox): renaming or removing it fails (EBUSY), so no folder the
+    # host will look in (``.git``) can be moved aside for one the script made
+    out += [{"path": path, "kind": "anchor"} for path in anchors]
+    for path in _ordered([*plan.protect, *pinned]):
+        if any(beneath(path, w) for w in rw) and os.path.lexists(path) \
+                and not os.path.islink(path):
+            # as the writable bind above it shows it (id-mapped), but read-only
+            cloned = _clone(path, readonly=True, userns_fd=_userns_of(path, plan))
+            if cloned is not None:
+                cloned[0]["inner"] = "1"  # mounted on the folder reached in the bind
+            _add(out, fds, cloned)
+
+
+def _clone_over(plan: MountPlan) -> tuple[list[Bind], list[int]]:
+    """:func:`clone_binds` without a root of its own (``restricted``): what goes over the
+    host's view, in :func:`attach_over`'s order: the id-mapped writable paths over
+    themselves, the protected paths inside the writable ones read-only, the denied paths
+    inside them masked."""
+    rw = {os.path.abspath(p) for p in plan.write_paths}
+    ro = {os.path.abspath(p) for p in plan.read_paths}
+    if plan.socket_dir:
+        ro.add(os.path.abspath(plan.socket_dir))
+    out: list[Bind] = []
+    fds: list[int] = []
+    try:
+        for path in _ordered(plan.userns):
+            cloned = _clone(path, readonly=False, userns_fd=plan.userns[path])
+            if cloned is None:
+                raise OSError(f"the writable path {path} is gone")
+            _add(out, fds, cloned)
+        _protect(plan, rw, out, fds)
+        out += masks(plan.hide, shown=rw, needed=ro | rw)
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -335,64 +397,141 @@ def enter_root(root: str) -> None:
     os.rmdir("/.old")
 
 
-def _mask(path: str, kind: str) -> None:
-    """Hide ``path`` (shown by a bind) under an empty read-only mount that only root may
-    open: a tmpfs of mode 000 over a folder, an empty file of mode 000 over a file."""
-    if not os.path.lexists(path):
-        return  # not shown after all (a bind of another file system's view)
-    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
-    if kind == "maskdir":
-        mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
-        return
-    if not os.path.exists(MASK_FILE):  # in the root's tmpfs, still writable here
-        os.close(os.open(MASK_FILE, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o000))
-        os.chmod(MASK_FILE, 0o000)
-    mount(MASK_FILE, path, None, MS_BIND)
-    mount(None, path, None, MS_REMOUNT | MS_BIND | flags)
-
-
 def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,
            prepared_tmp_mb: int) -> None:
     """In the root :func:`enter_root` entered: resize ``/tmp`` and ``/dev/shm`` when the
     plan's size differs, mount the detached copies of :func:`clone_binds` at their paths
     (closing them, whatever fails), make the root read-only, change to ``cwd`` (unless
     None)."""
-    left = list(fds)
-    try:
-        if tmp_mb != prepared_tmp_mb:
-            for path in ("/tmp", "/dev/shm"):
+    if tmp_mb != prepared_tmp_mb:
+        for path in ("/tmp", "/dev/shm"):
+            try:
                 mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV,
                       _tmpfs_opts(tmp_mb))
-        for bind in binds:
-            path = bind["path"]
-            if bind["kind"] == "link":
-                if not os.path.lexists(path):
-                    os.symlink(bind["target"], path)
-                continue
-            if bind["kind"] in ("maskdir", "maskfile"):
-                _mask(path, bind["kind"])
-                continue
-            if bind["kind"] == "anchor":
-                # a copy of its own mount's attributes (id-mapped, writable): the same
-                # folder, now a mount point
-                mount(path, path, None, MS_BIND | MS_REC)
-                continue
-            if not left:
-                raise OSError(f"no mount sent for {path}")
-            fd = left.pop(0)
-            try:
-                if bind["kind"] == "dir":
-                    os.makedirs(path, exist_ok=True)
-                else:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    if not os.path.exists(path):
-                        open(path, "w").close()
-                _move_mount(fd, path)
-            finally:
-                os.close(fd)
-    finally:
-        for fd in left:
-            os.close(fd)
+            except BaseException:
+                for fd in fds:
+                    os.close(fd)
+                raise
+    _mount_all(binds, fds, in_place=False)
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     if cwd is not None:
         os.chdir(cwd)
+
+
+def own_view() -> None:
+    """Enter a mount namespace of our own showing the host's mounts, whose changes never
+    reach the host's (``restricted``, ahead of the plan: see :func:`attach_over`).
+    Caller: root."""
+    _check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
+    # a slave of the host's mounts: what the host mounts later still shows; what we
+    # mount here never propagates back (unshare copies shared mounts as shared)
+    mount(None, "/", None, MS_REC | MS_SLAVE)
+
+
+def attach_over(binds: list[Bind], fds: list[int]) -> None:
+    """In the mount namespace :func:`own_view` entered (``restricted``): mount the detached
+    copies of :func:`clone_binds` over the host's view at their paths (closing them,
+    whatever fails). Nothing is created on the host: a path that is gone is an error for
+    a writable bind and skipped for the others (nothing to protect or hide there)."""
+    if any(b["kind"] == "maskfile" for b in binds):
+        # the masks' empty file, in a tmpfs of our own over a folder the launcher made
+        mount("tmpfs", MASK_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,mode=0700")
+    _mount_all(binds, fds, in_place=True)
+    if any(b["kind"] == "maskfile" for b in binds):
+        mount(None, MASK_DIR, None, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
+
+
+def _mount_all(binds: list[Bind], fds: list[int], *, in_place: bool) -> None:
+    """Mount ``binds`` (their detached mounts: ``fds``, closed here whatever fails); with
+    ``in_place`` over the host's own paths, never creating one.
+
+    What lies inside a writable bind (an anchor, a protected path, a mask; at
+    ``restricted`` everything) is mounted on a descriptor of the very folder or file,
+    reached with no symbolic link on the way: a script of another execution sharing the
+    folder may swap a folder for a link meanwhile, and a mount that followed it would
+    land elsewhere in this sandbox's view."""
+    left = list(fds)
+    try:
+        for bind in binds:
+            path, kind = bind["path"], bind["kind"]
+            if kind == "link":
+                if not in_place and not os.path.lexists(path):
+                    os.symlink(bind["target"], path)
+                continue
+            fd = left.pop(0) if kind in WITH_MOUNT else None
+            if kind in WITH_MOUNT and fd is None:
+                raise OSError(f"no mount sent for {path}")
+            try:
+                if kind in WITH_MOUNT and not in_place and not bind.get("inner"):
+                    if kind == "dir":
+                        os.makedirs(path, exist_ok=True)
+                    else:
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                        if not os.path.exists(path):
+                            open(path, "w").close()
+                    _move_mount(fd, path)  # type: ignore[arg-type]
+                    continue
+                target = _open_nofollow(path)
+                if target is None:
+                    if kind == "dir" and in_place and not bind.get("inner"):
+                        raise OSError(f"{path} is gone, or a symbolic link now")
+                    continue  # nothing to protect or hide there any more
+                try:
+                    _mount_on(kind, target, fd, MASK_DIR + "/masked" if in_place
+                              else MASK_FILE)
+                finally:
+                    os.close(target)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+    finally:
+        for fd in left:
+            os.close(fd)
+
+
+def _mount_on(kind: str, target: int, fd: int | None, empty: str) -> None:
+    """Mount a bind of ``kind`` (its detached mount ``fd``) on the open ``target``."""
+    at = f"/proc/self/fd/{target}"
+    if kind in WITH_MOUNT:
+        assert fd is not None
+        _check(_libc.syscall(SYS_MOVE_MOUNT, fd, b"", target, b"",
+                             MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH),
+               f"move_mount {at}")
+    elif kind == "anchor":
+        # a copy of its own mount's attributes (id-mapped, writable): the same folder,
+        # now a mount point
+        if stat.S_ISDIR(os.fstat(target).st_mode):
+            mount(at, at, None, MS_BIND | MS_REC)
+    elif kind == "maskdir":
+        mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+              "size=4k,mode=000")
+    elif kind == "maskfile":
+        if not os.path.exists(empty):  # in a file system of the sandbox's own
+            os.close(os.open(empty, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o000))
+            os.chmod(empty, 0o000)
+        tree = _open_tree(empty)
+        try:
+            _set_attr(tree, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+                      | MOUNT_ATTR_NOEXEC, None, empty)
+            _mount_on("file", target, tree, empty)
+        finally:
+            os.close(tree)
+
+
+def _open_nofollow(path: str) -> int | None:
+    """An ``O_PATH`` descriptor of ``path`` reached from ``/`` through no symbolic link
+    (None: missing, or a link on the way or at the end)."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in [p for p in path.split("/") if p]:
+        try:
+            nxt = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = nxt
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+    return fd

@@ -20,8 +20,10 @@ from __future__ import annotations
 import os
 import resource
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from execengine.launch.base import LaunchLimits
+if TYPE_CHECKING:
+    from execengine.launch.base import LaunchLimits
 
 MIB = 1024 * 1024
 #: open files per process

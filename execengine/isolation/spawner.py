@@ -24,6 +24,9 @@ from typing import Any, NoReturn
 
 from execengine.errors import HandshakeError, SandboxError
 
+#: the folder holding this very ``execengine`` package: the spawner runs the host's own
+#: code (``-m`` under ``-I`` would import whichever copy the interpreter's site-packages
+#: names, an editable install's checkout, say, not the one the host runs)
 READY_TIMEOUT = 30.0
 REPLY_TIMEOUT = 30.0
 #: the spawner's program: the host's own copy of execengine (``-I`` ignores PYTHONPATH, so

@@ -40,9 +40,10 @@ class LaunchLimits:
     #: the same proxy's Unix socket: at ``isolated`` the sandbox then gets its own, empty
     #: network namespace, where a bridge on ``127.0.0.1:<proxy_port>`` relays to it
     proxy_socket: str | None = None
-    #: ``isolated`` as root: the working directory id-mapped so that its owner's files are
-    #: the sandbox uid's (see ``code_execution.workdir_as_owner``)
-    workdir_as_owner: bool = False
+    #: as root: the sandbox acts in each writable path as its owner (an id-mapped bind,
+    #: where the level and the file system allow it; see ``code_execution.workdir_as_owner``
+    #: and :mod:`execengine.isolation.owner`)
+    workdir_as_owner: bool = True
 
 
 @dataclass(frozen=True)

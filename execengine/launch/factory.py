@@ -1,10 +1,10 @@
-"""Choosing a launcher: by isolation level, by backend, or by name from a plugin.
+"""Choosing a local launcher: by isolation level, or by name from a plugin.
 
 Launchers are named in the ``execengine.launchers`` entry-point group; the built-in ones
 are ``none``, ``restricted``, ``isolated`` (this package) and ``ssh``
 (:mod:`execengine.remote.launcher`). By default the name is the isolation level chosen from
-``code_execution.isolation`` / ``min_isolation`` (``ssh`` with ``terminal.backend: ssh``);
-``code_execution.launcher`` names one explicitly, e.g. a plugin's::
+``code_execution.isolation`` / ``min_isolation`` (a remote host builds its own, see
+:mod:`execengine.host`); ``code_execution.launcher`` names one explicitly, e.g. a plugin's::
 
     [project.entry-points."execengine.launchers"]
     microvm = "my_package.launcher:MicroVmLauncher"
@@ -93,19 +93,15 @@ def launcher_class(name: str) -> type[Launcher]:
 
 
 def make_launcher(config: Config, report: IsolationReport | None = None) -> Launcher:
-    """The launcher for ``config``: the one named by ``code_execution.launcher``, else
-    ``ssh`` with ``terminal.backend: ssh``, else the chosen isolation level's (probing the
-    host once)."""
+    """The launcher for ``config``: the one named by ``code_execution.launcher``, else the
+    chosen isolation level's (probing the host once)."""
     ce = config.code_execution
     name = ce.launcher
-    if name is None and config.terminal.backend == "ssh":
-        name = "ssh"
     if name is None:
         report = report or detect()
         name = choose_level(ce.isolation, ce.min_isolation, report)
     cls = launcher_class(name)
-    # the remote backend is confined by the remote host, not by these levels
-    if ce.min_isolation is not None and cls.level != "ssh":
+    if ce.min_isolation is not None:
         if cls.level not in LEVELS:
             raise IsolationError(f"code_execution.min_isolation is {ce.min_isolation!r} but "
                                  f"launcher {name!r} runs at level {cls.level!r}")

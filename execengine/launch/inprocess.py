@@ -22,8 +22,8 @@ import traceback
 from collections.abc import Callable
 from typing import IO, Any
 
-from execengine.engine.supervise import READY
 from execengine.launch.base import Child, Launcher, LaunchSpec
+from execengine.launch.supervise import READY
 from execengine.rpc.memory import MemoryPeer, MemoryServer
 
 #: how long kill() waits for a scripted child's thread to notice it was stopped

@@ -40,10 +40,9 @@ import uuid
 from typing import IO, TYPE_CHECKING, Any
 
 from execengine._runtime import runtime_module
-from execengine.confine.recent import real_paths
 from execengine.errors import IsolationError, SandboxError
 from execengine.hostdirs import owner_tag
-from execengine.isolation import acl, cgroups, leftovers, mounts
+from execengine.isolation import acl, cgroups, ipc, leftovers, mounts, owner
 from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import PLAN_RLIMITS, Rlimits, tasks_of_uid
 from execengine.isolation.spawner import Spawner
@@ -51,6 +50,7 @@ from execengine.isolation.uids import UidPool, UidSlot
 from execengine.isolation.warm import Background, WarmEntry, WarmPool
 from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
 from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
+from execengine.recent import real_paths
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -344,6 +344,15 @@ class SandboxLauncher(Launcher):
         #: at ``isolated``, as root: pre-started interpreters are forked from one started
         #: once (see :func:`.entry.exec_template`), not each started on its own
         self._fork_server = fork_server
+        #: at ``restricted`` as root: every entry has a mount namespace of its own, where
+        #: the plan's binds go over the host's view (the writable roots id-mapped to their
+        #: owners, the protected paths read-only: see :func:`.mounts.attach_over`)
+        self._own_view = (self.level == "restricted" and self.root
+                          and self.report.has("namespaces"))
+        if self._own_view:
+            os.makedirs(mounts.MASK_DIR, mode=0o755, exist_ok=True)
+        #: what a sandbox's new files are created with: the engine's own umask
+        self._umask = owner.host_umask()
         self._closed = False
 
     @classmethod
@@ -373,8 +382,21 @@ class SandboxLauncher(Launcher):
         network = bool(limits.network) and self.level == "isolated"
         return {"read": read, "write": write, "deny_tcp": not network, "scope": True}
 
+    def _owned(self, spec: LaunchSpec, slot: UidSlot | None) -> dict[str, owner.Owner]:
+        """The writable paths (as ``spec`` names them) the sandbox acts in as their owner:
+        as root (a slot uid), with ``workdir_as_owner``, where an id-mapped bind can show
+        the folder (see :mod:`..isolation.owner`) and the level has the view to put it in
+        (``isolated``'s root, ``restricted``'s own mount namespace)."""
+        if (slot is None or not spec.limits.workdir_as_owner
+                or (self.level == "restricted" and not self._own_view)):
+            return {}
+        mapped = owner.owned_roots(list(spec.writable_paths))
+        return {p: mapped[os.path.realpath(p)] for p in spec.writable_paths
+                if os.path.realpath(p) in mapped}
+
     def _plan(self, spec: LaunchSpec, slot: UidSlot | None, group: cgroups.ExecCgroup | None,
-              tmp: str, interp: list[str]) -> dict[str, Any]:
+              tmp: str, interp: list[str], owned: dict[str, owner.Owner] | None = None
+              ) -> dict[str, Any]:
         limits = spec.limits
         read, write = self._landlock_paths(spec, tmp, interp)
         if self.level == "isolated":
@@ -404,8 +426,11 @@ class SandboxLauncher(Launcher):
                         "stream_only": proxy is not None and self.level != "isolated"},
             "cgroup_dirs": list(group.dirs) if group else [],
             "netns": self._own_net(limits),
+            "mntns": self._own_view,
             "fd_targets": list(spec.pass_fds),
+            "umask": self._umask,
         }
+        owned = owned or {}
         if self._bridged(limits):
             assert limits.proxy_socket is not None
             plan["proxy_bridge"] = {"port": limits.proxy_port, "socket": limits.proxy_socket}
@@ -423,11 +448,19 @@ class SandboxLauncher(Launcher):
                 # the same denied paths every launch (as the file tools' guard resolves them)
                 "hide": list(real_paths(tuple(spec.hidden_paths))),
             }
-            if slot is not None and limits.workdir_as_owner:
-                # the working directory's owner appears as the slot uid in the sandbox (so
-                # do its private files: hence off unless asked for)
-                st = os.stat(spec.cwd)
-                plan["idmap"] = [st.st_uid, st.st_gid]
+            # each such writable root's owner appears as the slot uid in the sandbox
+            plan["owners"] = [[os.path.abspath(p), o.uid, o.gid] for p, o in owned.items()]
+        elif self._own_view:
+            # no root of its own: binds over the host's view, at the real paths (reached
+            # with no symbolic link on the way, see mounts.attach_over)
+            plan["mounts"] = {
+                "write": [os.path.realpath(p) for p in spec.writable_paths],
+                "read": [os.path.realpath(p) for p in spec.readable_paths],
+                "socket_dir": spec.socket_dir,
+                "protect": [os.path.realpath(p) for p in spec.protected_paths],
+                "hide": list(real_paths(tuple(spec.hidden_paths))),
+            }
+            plan["owners"] = [[os.path.realpath(p), o.uid, o.gid] for p, o in owned.items()]
         return plan
 
     def _host_net(self, limits: LaunchLimits) -> bool:
@@ -509,6 +542,7 @@ class SandboxLauncher(Launcher):
         wid = uuid.uuid4().hex
         try:
             warm: dict[str, Any] = {"level": self.level, "netns": own_net,
+                                    "mntns": self._own_view,
                                     "cgroup_dirs": list(group.dirs) if group else []}
             if self.level == "isolated":
                 # the fixed part of the root is built ahead, with this /tmp size (a launch
@@ -582,6 +616,7 @@ class SandboxLauncher(Launcher):
         if group is not None:
             group.close()  # kills what is in it, then removes it
         if slot is not None:
+            ipc.remove_owned(slot.uid)  # before the uid is reused (no IPC namespace: .ipc)
             slot.release()
 
     def retire(self, slot: UidSlot | None, *, confirmed_dead: bool, grants: list[str],
@@ -595,6 +630,7 @@ class SandboxLauncher(Launcher):
         of its own mount namespace, so they open nothing to any other one."""
         if slot is not None:
             if confirmed_dead:
+                ipc.remove_owned(slot.uid)  # before the uid is reused (see .ipc)
                 slot.release()
             else:  # something of it may still run as that uid: never reuse the slot
                 log.warning("uid %d quarantined: its processes were not confirmed dead",
@@ -656,19 +692,29 @@ class SandboxLauncher(Launcher):
                 tmp_path = tmp
             interp = _interpreter_paths(spec.argv[0])
             self._interp_seen = interp
+            owned = self._owned(spec, slot)
             if slot is not None:
                 self._grant_interpreter(interp)
+                # a writable root shown id-mapped to its owner is the sandbox's own there:
+                # only the folders on the way to it need a grant (they stay, see .acl)
+                for path in owned:
+                    for way in dict.fromkeys((path, os.path.realpath(path))):
+                        acl.grant_traverse(way, slot.gid)
+                mine = [os.path.realpath(p) for p in owned]
                 wanted = [(p, False) for p in (*spec.readable_paths, spec.cwd)]
                 wanted += [(p, True) for p in spec.writable_paths]
                 if tmp:
                     wanted.append((tmp, True))
-                grants = self._grants.add(wanted)
+                grants = self._grants.add(
+                    [(p, w) for p, w in wanted if not any(
+                        os.path.realpath(p) == r or mounts.beneath(os.path.realpath(p), r)
+                        for r in mine)])
                 if spec.socket_dir:
                     # to this slot's uid only: another sandbox must not reach the socket
                     self._grant_sockets(spec.socket_dir, slot)
                 if spec.limits.proxy_socket and self._bridged(spec.limits):
                     self._grant_sockets(os.path.dirname(spec.limits.proxy_socket), slot)
-            plan = self._plan(spec, slot, group, tmp_path, interp)
+            plan = self._plan(spec, slot, group, tmp_path, interp, owned)
             if self.level == "isolated" and spec.prestart:
                 self._learn_zygote(spec, plan, interp)
             out_r, out_w = os.pipe()

@@ -14,6 +14,6 @@ import it (only starting a server or a connection does).
 from __future__ import annotations
 
 from execengine.mcp.connection import ServerStatus
-from execengine.mcp.manager import SERVICE, McpManager, attach
+from execengine.mcp.manager import McpManager, attach
 
-__all__ = ["SERVICE", "McpManager", "ServerStatus", "attach"]
+__all__ = ["McpManager", "ServerStatus", "attach"]

@@ -1,7 +1,7 @@
 """The MCP client side: configured servers become registry tools.
 
-An :class:`McpManager` is a registry service (``registry.service(SERVICE, ...)``, closed
-with the registry). Its connections live on the process's one background reactor
+An :class:`McpManager` belongs to one registry (``registry.services.mcp``, closed with the
+registry). Its connections live on the process's one background reactor
 (:mod:`execengine._asyncbridge`, shared with async tools); closing the manager closes its
 connections and leaves the reactor running for the others. Each server has one
 :class:`~execengine.mcp.connection.ServerConnection` shared by every execution and call.
@@ -41,7 +41,6 @@ from execengine.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-SERVICE = "mcp.manager"
 
 
 def _policy(tool: Any) -> ToolPolicy:
@@ -285,7 +284,11 @@ def attach(registry: ToolRegistry, *, environ: Mapping[str, str] | None = None,
     except ImportError as exc:
         raise McpError("mcp_servers is configured but the MCP SDK is not installed: "
                        "pip install 'execengine[mcp]'") from exc
-    manager = registry.service(
-        SERVICE, lambda reg: McpManager(reg, environ=environ, cache_dir=cache_dir))
+    services = registry.services
+    if services.closed:
+        raise ToolError("registry is closed")
+    manager = services.mcp
+    if manager is None:
+        manager = services.mcp = McpManager(registry, environ=environ, cache_dir=cache_dir)
     manager.start()
     return manager

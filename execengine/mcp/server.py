@@ -2,9 +2,10 @@
 
 Any MCP client (desktop assistants, IDE agents, the SDK's own client) can then run
 sandboxed programmatic tool calls. Transports: stdio (:func:`serve_stdio`) and streamable
-HTTP (:func:`serve_http`), bound to loopback unless told otherwise; bound elsewhere, a
-bearer token is required (compared in constant time), and it is checked on loopback too
-when one is given.
+HTTP (:func:`serve_http`), bound to loopback unless told otherwise. Every HTTP request
+must carry the server's bearer token (compared in constant time), loopback included: the
+user's own (bound beyond loopback, required), or one made at start and written to a file
+only the starting user can read (see :mod:`execengine.mcp.token`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ import logging
 import secrets
 import socket
 import sys
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from execengine.errors import McpError
+from execengine.mcp.fairness import ClientLimits, Clients
+from execengine.mcp.token import default_token_path, new_token, remove_token, write_token
 from execengine.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from execengine.engine.sessions import SessionManager
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +45,10 @@ def offered_tools(registry: ToolRegistry, *, serve_tools: bool) -> list[dict[str
     return out
 
 
-def build_server(registry: ToolRegistry, *, serve_tools: bool | None = None) -> Any:
-    """The SDK's low-level server, answering tools/list and tools/call from ``registry``."""
+def build_server(registry: ToolRegistry, clients: Clients, *,
+                 serve_tools: bool | None = None) -> Any:
+    """The SDK's low-level server, answering tools/list and tools/call from ``registry``;
+    calls run within ``clients``' limits (see :mod:`execengine.mcp.fairness`)."""
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -68,14 +78,22 @@ def build_server(registry: ToolRegistry, *, serve_tools: bool | None = None) -> 
             return "mcp-" + secrets.token_hex(8)
         return "mcp-" + hashlib.sha256(sid.encode()).hexdigest()[:16]
 
+    def client_of(ctx: Any) -> str:
+        request = getattr(ctx, "request", None)
+        if request is None:
+            return "stdio"
+        return str(request.scope.get(CLIENT_KEY, "?"))
+
     async def call_tool(ctx: Any, params: Any) -> Any:
         names = {fn["name"] for fn in offered_tools(registry, serve_tools=serve_tools)}
         if params.name not in names:
             text = json.dumps({"error": f"unknown tool {params.name!r}; offered: "
                                         f"{', '.join(sorted(names))}"})
         else:
-            text = await registry.adispatch(params.name, params.arguments or {},
-                                            task_id=task_of(ctx))
+            task, name, arguments = task_of(ctx), params.name, params.arguments or {}
+            text = await clients.run(
+                client_of(ctx), name, task,
+                lambda: registry.dispatch(name, arguments, task_id=task))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     is_error=_is_error(text))
 
@@ -96,12 +114,26 @@ def _is_error(text: str) -> bool:
     return "error" in value and value.get("status") in (None, "error")
 
 
-async def serve_stdio(registry: ToolRegistry, *, serve_tools: bool | None = None) -> None:
+def _clients(registry: ToolRegistry, limits: ClientLimits | None,
+             sessions: Callable[[], SessionManager | None] | None) -> Clients:
+    """``sessions``: the session kernels of the engine serving ``execute_code`` (a client's
+    are closed with it; none: nothing to close)."""
+    return Clients(limits or ClientLimits.from_config(registry.config),
+                   sessions or (lambda: None))
+
+
+async def serve_stdio(registry: ToolRegistry, *, serve_tools: bool | None = None,
+                      limits: ClientLimits | None = None,
+                      sessions: Callable[[], SessionManager | None] | None = None) -> None:
     from mcp.server.stdio import stdio_server
 
-    server = build_server(registry, serve_tools=serve_tools)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    clients = _clients(registry, limits, sessions)
+    try:
+        server = build_server(registry, clients, serve_tools=serve_tools)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+    finally:
+        clients.close()
 
 
 def is_loopback(host: str) -> bool:
@@ -113,7 +145,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def rebinding_guard(host: str, token: str | None) -> Any:
+def rebinding_guard(host: str, token: str | dict[str, str] | None) -> Any:
     """The SDK's ``TransportSecuritySettings``: DNS-rebinding protection (``Host`` and
     ``Origin`` checked) for a server bound to ``host`` without a token: the only names a
     loopback server answers to are its own address and the loopback names. The SDK turns
@@ -142,17 +174,33 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class BearerToken:
-    """ASGI middleware: every request must carry ``Authorization: Bearer <token>``."""
+#: where :class:`BearerToken` puts the name of the client a request authenticated as
+CLIENT_KEY = "execengine.client"
 
-    def __init__(self, app: Any, token: str) -> None:
+
+class BearerToken:
+    """ASGI middleware: every request must carry ``Authorization: Bearer <token>`` of one
+    of the clients (``tokens``: name -> token); the client's name goes in the request's
+    scope (:data:`CLIENT_KEY`). Every token is compared, in constant time."""
+
+    def __init__(self, app: Any, tokens: dict[str, str]) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = [(name, f"Bearer {token}".encode()) for name, token in
+                          tokens.items()]
+
+    def client(self, given: bytes) -> str | None:
+        found = None
+        for name, expected in self._expected:  # all of them: no early exit
+            if hmac.compare_digest(given, expected):
+                found = name
+        return found
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
+            client = self.client(given)
+            scope[CLIENT_KEY] = client
+            if client is None:
                 await send({"type": "http.response.start", "status": 401,
                             "headers": [(b"content-type", b"application/json"),
                                         (b"www-authenticate", b"Bearer")]})
@@ -162,20 +210,33 @@ class BearerToken:
         await self.app(scope, receive, send)
 
 
-async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str | None,
-                     serve_tools: bool | None = None) -> None:
-    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled."""
+async def serve_http(registry: ToolRegistry, host: str, port: int, *,
+                     token: str | dict[str, str] | None, serve_tools: bool | None = None,
+                     token_file: str | None = None,
+                     limits: ClientLimits | None = None,
+                     sessions: Callable[[], SessionManager | None] | None = None) -> None:
+    """Serve streamable HTTP at ``http://host:port/mcp`` until cancelled. ``token``: one
+    client's token, or each client's (name -> token); without it one is made and written
+    to ``token_file`` (default :func:`~execengine.mcp.token.default_token_path`), removed
+    again at the end."""
     import uvicorn
 
     if not is_loopback(host) and not token:
         raise McpError(f"refusing to serve on {host} without a token: anyone who reaches "
                        "it could run code; set one with --token-env VAR (or bind to "
                        "127.0.0.1)")
-    server = build_server(registry, serve_tools=serve_tools)
-    app: Any = server.streamable_http_app(host=host,
-                                          transport_security=rebinding_guard(host, token))
-    if token:
-        app = BearerToken(app, token)
+    clients = _clients(registry, limits, sessions)
+    server = build_server(registry, clients, serve_tools=serve_tools)
+    # the rebinding guard stays on at loopback whatever the token (a page in a browser
+    # cannot have it, but the check is cheap and was there before the token)
+    app: Any = server.streamable_http_app(
+        host=host, transport_security=rebinding_guard(host, None if is_loopback(host)
+                                                      else token))
+    made = not token
+    secret = new_token() if made else ""
+    tokens = ({"owner": secret} if made else
+              dict(token) if isinstance(token, dict) else {"client": str(token)})
+    app = BearerToken(app, tokens)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -184,13 +245,34 @@ async def serve_http(registry: ToolRegistry, host: str, port: int, *, token: str
         sock.listen(128)  # clients queue from now on, before uvicorn starts accepting
     except OSError as exc:
         sock.close()
+        clients.close()
         raise McpError(f"cannot listen on {host}:{port}: {exc}") from exc
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    print(f"execengine mcp: serving streamable HTTP on http://{shown}:{bound}/mcp",
-          file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    path = Path(token_file).expanduser() if token_file else default_token_path(host, bound)
     try:
-        await uvicorn.Server(config).serve(sockets=[sock])
+        if made:
+            write_token(path, secret)
+            print(f"execengine mcp: clients must send 'Authorization: Bearer <token>'; the "
+                  f"token is in {path} (readable by this user only)", file=sys.stderr,
+                  flush=True)
+        print(f"execengine mcp: serving streamable HTTP on http://{shown}:{bound}/mcp",
+              file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        server_ = uvicorn.Server(config)
+        if made:
+            # uvicorn raises a SIGTERM/SIGINT again once it has shut down, which ends the
+            # process before the finally below: the file goes at the signal already
+            stop = server_.handle_exit
+
+            def handle_exit(sig: int, frame: Any) -> None:
+                remove_token(path, secret)
+                stop(sig, frame)
+
+            server_.handle_exit = handle_exit  # type: ignore[method-assign]
+        await server_.serve(sockets=[sock])
     finally:
         sock.close()
+        clients.close()
+        if made:
+            remove_token(path, secret)

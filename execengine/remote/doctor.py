@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from execengine.remote.files import MIN_PYTHON, files_archive
-from execengine.remote.host import target_of
 from execengine.remote.launcher import runtime_archive
-from execengine.remote.ssh import RemoteError, SshConnection, quote
+from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -45,7 +44,7 @@ class Check:
 def check_remote(config: Config) -> list[Check]:
     """Every check of the configured remote, in order; later ones are skipped on failure."""
     try:
-        target = target_of(config)
+        target = SshTarget.from_config(config)
     except RemoteError as exc:
         return [Check("configuration", False, str(exc))]
     where = f"{target.destination} port {target.port}"

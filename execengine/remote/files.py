@@ -32,13 +32,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execengine.fileops.backend import denied_paths
 from execengine.fileops.ops import FileSettings, ToolResult
 from execengine.proctree import ProcessSet
 from execengine.remote.launcher import INSTALL_SCRIPT, REMOTE_PATH
 from execengine.remote.ssh import RemoteError, quote
+from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
-    from execengine.remote.host import RemoteHost
+    from execengine.context import ToolContext
+    from execengine.host.ssh import SshHost
 
 #: the module the remote runs, and the oldest Python it accepts
 SERVER_MODULE = "execengine.fileops.serve"
@@ -147,7 +150,7 @@ def server_entry(bundle: str) -> str:
 class RemoteFiles:
     """The file backend of one remote (see :class:`execengine.fileops.backend.FileBackend`)."""
 
-    def __init__(self, host: RemoteHost) -> None:
+    def __init__(self, host: SshHost) -> None:
         self.host = host
         self._lock = threading.Lock()
         self._bundle: str | None = None
@@ -198,8 +201,15 @@ class RemoteFiles:
             if f is not None:
                 f.close()
 
-    def run(self, op: str, args: dict[str, Any], *, cwd: str, denied: Sequence[str],
+    def run(self, ctx: ToolContext, op: str, args: dict[str, Any],
             settings: FileSettings) -> ToolResult:
+        """The call's operation in its task's (remote) working directory."""
+        return self.call(op, args, cwd=task_cwd(ctx), denied=denied_paths(ctx.config),
+                         settings=settings)
+
+    def call(self, op: str, args: dict[str, Any], *, cwd: str, denied: Sequence[str],
+             settings: FileSettings) -> ToolResult:
+        """Run ``op`` in ``cwd`` on the remote, refusing ``denied``."""
         request: dict[str, Any] = {
             "op": op, "args": args, "cwd": cwd, "denied": list(denied),
             "settings": {"max_read_chars": settings.max_read_chars,

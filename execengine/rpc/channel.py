@@ -114,6 +114,7 @@ class Channel:
         # cells (session kernels): see open_cell
         self._cells = False
         self._cell_open = True
+        self._cell_credential: bytes | None = None
         self.generation = 0
         #: times a client had to wait because the execution held its maximum of connections
         self.refused_connections = 0
@@ -146,12 +147,18 @@ class Channel:
                                         self.exec_id.encode("ascii"))
         return good_token and good_exec
 
-    def admit(self, tool: str) -> str | None:
-        """Reserve one call of the budget; the refusal text when the call may not run."""
+    def admit(self, tool: str, credential: str | None = None) -> str | None:
+        """Reserve one call of the budget; the refusal text when the call may not run.
+        ``credential``: the cell's call credential the call carried (see
+        :meth:`open_cell`)."""
         if tool not in self.allowed:
             return unavailable_message(tool, self.allowed)
+        given = (credential or "").encode("utf-8", "replace")
         with self._lock:
             if not self._cell_open:
+                return late_message()
+            expected = self._cell_credential
+            if expected is not None and not hmac.compare_digest(given, expected):
                 return late_message()
             if self._calls >= self.max_tool_calls:
                 return limit_message(self.max_tool_calls)
@@ -173,9 +180,14 @@ class Channel:
     # A session kernel keeps one channel for its life. Each cell opens it with its own
     # handler and budget and closes it when it ends; between cells every call is refused,
     # and a call admitted during a cell that has ended is refused instead of run
-    # (:meth:`current`), so a thread a cell left running has no authority after it.
+    # (:meth:`current`), so a thread a cell left running has no authority after it. With a
+    # ``credential`` (fresh random per cell, given to the kernel with the cell's code and
+    # held by the cell's threads only) a call must carry it: a thread an earlier cell left
+    # running holds that cell's, and is refused here whatever it did to the kernel's own
+    # gate.
 
-    def open_cell(self, handler: CallHandler, max_tool_calls: int) -> None:
+    def open_cell(self, handler: CallHandler, max_tool_calls: int,
+                  credential: str | None = None) -> None:
         with self._lock:
             self._cells = True
             self.generation += 1
@@ -183,12 +195,15 @@ class Channel:
             self.max_tool_calls = max_tool_calls
             self._calls = 0
             self._cell_open = True
+            self._cell_credential = (credential.encode("utf-8")
+                                     if credential is not None else None)
 
     def close_cell(self) -> None:
         with self._lock:
             self._cells = True
             self.generation += 1
             self._cell_open = False
+            self._cell_credential = None
 
     def current(self, generation: int) -> bool:
         """May a call admitted at ``generation`` still run?"""

@@ -189,7 +189,7 @@ class MemoryServer:
     def _dispatch(self, peer: MemoryPeer, call: protocol.Call) -> None:
         channel = peer.channel
         generation = channel.generation  # read first: a call never runs in a later cell
-        refusal = channel.admit(call.tool)
+        refusal = channel.admit(call.tool, call.cell)
         if refusal is not None:
             peer.deliver(protocol.result(call.id, json.dumps({"error": refusal})))
             return

@@ -47,6 +47,8 @@ class Call(NamedTuple):
     id: str
     tool: str
     args: dict[str, Any]
+    #: the session cell's call credential the client sent (see ``Channel.open_cell``)
+    cell: str | None = None
 
 
 class Invalid(NamedTuple):
@@ -161,7 +163,9 @@ def parse(frame: bytes) -> Message:
             args = {}
         if not isinstance(args, dict):
             return Invalid(f"'args' must be a JSON object, got {type(args).__name__}", msg_id)
-        return Call(msg_id, tool, args)
+        cell = obj.get("cell")
+        return Call(msg_id, tool, args,
+                    cell if isinstance(cell, str) and len(cell) <= MAX_ID_CHARS else None)
     return Invalid(f"unknown message type {kind!r}", msg_id)
 
 

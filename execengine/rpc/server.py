@@ -736,7 +736,7 @@ class RpcServer:
         counted = size if size >= COUNTED else 0  # small calls skip the budget's lock
         refusal = self.budget.take(counted) if counted else None
         if refusal is None:
-            refusal = channel.admit(call.tool)
+            refusal = channel.admit(call.tool, call.cell)
             if refusal is not None and counted:
                 self.budget.give(counted)
         if refusal is not None:

@@ -2,6 +2,7 @@
 
 ``backend`` (the interface and result values), ``local`` (bash on this machine), ``fake``
 (scripted, for tests), ``session`` (per-registry state: working directories, processes),
+``confined`` (a command in an execution's or the agent's sandbox),
 ``procs`` / ``_pump`` / ``output`` (spawning, killing, reading, bounding output).
 """
 
@@ -14,10 +15,9 @@ from execengine.terminal.backend import (
     ProcessInfo,
     TerminalBackend,
 )
-from execengine.terminal.session import TERMINAL, TerminalService
+from execengine.terminal.session import TerminalService
 
 __all__ = [
-    "TERMINAL",
     "CommandResult",
     "LogChunk",
     "ProcessInfo",

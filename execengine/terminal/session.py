@@ -1,7 +1,7 @@
 """Per-registry terminal state: the backend, each task's working directory, its processes.
 
-Get it with ``ctx.service(TERMINAL, TerminalService)``; ``registry.close()`` closes it, which
-kills every background process. The working directory lives in the shared
+One per registry (``ctx.services.terminal``); ``registry.close()`` closes it, which kills
+every background process. The working directory lives in the shared
 :class:`execengine.workdirs.TaskDirs`, so the file tools and the engine see where ``cd`` went.
 """
 
@@ -14,52 +14,36 @@ from typing import TYPE_CHECKING
 
 from execengine.childenv import build_child_env
 from execengine.errors import TerminalError
-from execengine.remote.host import REMOTE, RemoteHost
 from execengine.terminal.backend import CommandResult, ProcessInfo, TerminalBackend
-from execengine.terminal.local import LocalBackend
-from execengine.terminal.ssh import SshBackend
-from execengine.workdirs import WORKDIRS, TaskDirs
+from execengine.workdirs import TaskDirs
 
 if TYPE_CHECKING:
-    from execengine.registry import ToolRegistry
-
-TERMINAL = "terminal"
-
-
-def local_backend(registry: ToolRegistry) -> TerminalBackend:
-    """The configured backend: ``bash`` here, or on the ``ssh`` section's remote."""
-    cfg = registry.config.terminal
-    if cfg.backend == "ssh":
-        return SshBackend(registry.service(REMOTE, RemoteHost), kill_grace=cfg.kill_grace,
-                          buffer_chars=cfg.background_buffer_chars,
-                          max_background=cfg.max_background)
-
-    return LocalBackend(kill_grace=cfg.kill_grace, buffer_chars=cfg.background_buffer_chars,
-                        max_background=cfg.max_background)
+    from execengine.config import Config
 
 
 class TerminalService:
-    """The terminal of one registry. ``backend_factory`` defaults to the configured one."""
+    """The terminal of one registry: a backend (made by ``backend_factory`` on first use,
+    the host's), the task directories, and the variables children may inherit."""
 
-    def __init__(self, registry: ToolRegistry,
-                 backend_factory: Callable[[ToolRegistry], TerminalBackend] | None = None) -> None:
-        self.registry = registry
-        self._factory = backend_factory or local_backend
+    def __init__(self, config: Config, backend_factory: Callable[[], TerminalBackend],
+                 dirs: TaskDirs, passthrough: Callable[[], tuple[str, ...]] = tuple) -> None:
+        self.config = config
+        self._factory = backend_factory
+        self._passthrough = passthrough
+        self.dirs = dirs
+        self._lock = threading.Lock()
         self._backend: TerminalBackend | None = None
 
     @property
     def backend(self) -> TerminalBackend:
-        if self._backend is None:
-            self._backend = self._factory(self.registry)
-        return self._backend
-
-    @property
-    def dirs(self) -> TaskDirs:
-        return self.registry.service(WORKDIRS, TaskDirs)
+        with self._lock:
+            if self._backend is None:
+                self._backend = self._factory()
+            return self._backend
 
     def env(self) -> dict[str, str]:
-        return build_child_env(os.environ, passthrough=self.registry.env_passthrough,
-                               tz=self.registry.config.code_execution.tz)
+        return build_child_env(os.environ, passthrough=self._passthrough(),
+                               tz=self.config.code_execution.tz)
 
     def resolve_dir(self, task: str, workdir: str | None) -> str:
         base = self.dirs.get(task)
@@ -79,7 +63,7 @@ class TerminalService:
             interrupt: threading.Event | None = None) -> CommandResult:
         """Run ``command`` in the task's directory (``workdir`` relative to it); stopped at
         ``timeout`` or once ``interrupt`` is set."""
-        cfg = self.registry.config.terminal
+        cfg = self.config.terminal
         cwd = self.resolve_dir(task, workdir)
         result = self.backend.run(command, cwd=cwd, env=self.env(),
                                   timeout=timeout or cfg.timeout,
@@ -94,9 +78,15 @@ class TerminalService:
         cwd = self.resolve_dir(task, workdir)
         return self.backend.start(command, task=task, cwd=cwd, env=self.env(), pty=pty)
 
+    @property
+    def holds_resources(self) -> bool:
+        return self._backend is not None
+
     def close(self) -> None:
-        if self._backend is not None:
-            self._backend.close()
+        with self._lock:
+            backend, self._backend = self._backend, None
+        if backend is not None:
+            backend.close()
 
     def __enter__(self) -> TerminalService:
         return self

@@ -12,7 +12,7 @@ from typing import Any
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
 from execengine.fileops.backend import run_operation
-from execengine.fileops.calls import filesystem_available
+from execengine.host.factory import files_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
@@ -66,7 +66,7 @@ WRITE_SCHEMA = {
 READER = ToolPolicy(script_callable=True, read_only=True, parallel_safe=True)
 WRITER = ToolPolicy(script_callable=True, parallel_safe=True)
 
-specs.register("read_file", "file", READ_SCHEMA, read_file, check_fn=filesystem_available,
+specs.register("read_file", "file", READ_SCHEMA, read_file, check_fn=files_available,
                emoji="📖", max_result_size_chars=120_000, policy=READER)
-specs.register("write_file", "file", WRITE_SCHEMA, write_file, check_fn=filesystem_available,
+specs.register("write_file", "file", WRITE_SCHEMA, write_file, check_fn=files_available,
                emoji="✍️", policy=WRITER)

@@ -13,8 +13,8 @@ from typing import Any
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
 from execengine.fileops.backend import run_operation
-from execengine.fileops.calls import filesystem_available
 from execengine.fileops.ops import PATCH_MODES
+from execengine.host.factory import files_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
@@ -50,5 +50,5 @@ PATCH_SCHEMA = {
     },
 }
 
-specs.register("patch", "file", PATCH_SCHEMA, patch, check_fn=filesystem_available, emoji="🩹",
+specs.register("patch", "file", PATCH_SCHEMA, patch, check_fn=files_available, emoji="🩹",
                policy=ToolPolicy(script_callable=True, parallel_safe=True))

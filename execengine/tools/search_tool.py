@@ -12,8 +12,8 @@ from execengine.config import Config
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
 from execengine.fileops.backend import run_operation
-from execengine.fileops.calls import filesystem_available
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
+from execengine.host.factory import files_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
@@ -25,7 +25,7 @@ def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
 
 def search_available(config: Config) -> bool | str:
     """Searching needs a usable working directory; ripgrep is optional (Python fallback)."""
-    return filesystem_available(config)
+    return files_available(config)
 
 
 SEARCH_SCHEMA = {

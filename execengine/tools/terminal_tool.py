@@ -10,20 +10,20 @@ execute_code may run foreground commands only.
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Any
 
 from execengine.approval.gate import check_command
 from execengine.config import MAX_TIMEOUT, Config, is_timeout
 from execengine.confine.policy import ExecutionPolicy, policy_of
-from execengine.confine.terminal import AGENT_SANDBOX, AgentSandbox, run_sandboxed
 from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
 from execengine.errors import TerminalError
+from execengine.host.factory import terminal_available
 from execengine.launch.base import Launcher
 from execengine.policy import ToolPolicy
 from execengine.terminal.backend import CommandResult, ProcessInfo
-from execengine.terminal.session import TERMINAL, TerminalService
+from execengine.terminal.confined import run_sandboxed
+from execengine.terminal.session import TerminalService
 
 specs = ToolSpecs()
 
@@ -68,17 +68,12 @@ PROCESS_SCHEMA = {
 
 
 def check_terminal(config: Config) -> bool | str:
-    if config.terminal.backend == "ssh":
-        return True  # bash runs on the remote (execengine doctor checks it)
-    if os.name != "posix":
-        return "the local terminal needs a POSIX system"
-    if shutil.which("bash") is None:
-        return "bash is not installed"
-    return True
+    """The configured host's terminal (a remote's bash is checked by execengine doctor)."""
+    return terminal_available(config)
 
 
 def _service(ctx: ToolContext) -> TerminalService:
-    return ctx.service(TERMINAL, TerminalService)
+    return ctx.services.terminal
 
 
 def _result(r: CommandResult) -> dict[str, Any]:
@@ -121,18 +116,16 @@ def _int_arg(args: dict[str, Any], name: str) -> float | None:
 def _sandbox(ctx: ToolContext) -> tuple[Launcher, ExecutionPolicy] | None:
     """Where this call's command must run: a script's in its execution's sandbox; the
     agent's in the ``terminal.isolation`` sandbox, if configured; else None (the host, or
-    the remote of ``terminal.backend: ssh``)."""
-    if ctx.config.terminal.backend == "ssh":
-        return None  # commands run on the remote, which has no sandbox layers of ours
+    the remote of ``terminal.backend: ssh``, which has no sandbox layers of ours)."""
     policy = policy_of(ctx)
     if ctx.origin == "execute_code":
         launcher = ctx.call.sandbox_launcher
         if policy is not None and launcher is not None and policy.level != "none":
             return launcher, policy
         return None
-    if ctx.config.terminal.isolation == "none":
+    sandbox = ctx.services.agent_sandbox()
+    if sandbox is None:
         return None
-    sandbox = ctx.service(AGENT_SANDBOX, AgentSandbox)
     agent_launcher = sandbox.launcher()
     if agent_launcher is None or agent_launcher.level == "none":
         return None
@@ -154,10 +147,9 @@ def terminal(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     workdir = args.get("workdir")
     if workdir is not None and not isinstance(workdir, str):
         return _refused("workdir must be a string", "error")
-    if (ctx.origin == "execute_code" and workdir is None and ctx.call.cwd
-            and ctx.config.terminal.backend != "ssh"):
+    if ctx.origin == "execute_code" and workdir is None:
         # the execution's working directory (on a remote, the task's, where cd sticks)
-        workdir = ctx.call.cwd
+        workdir = ctx.services.host.script_command_dir(ctx.call.cwd)
     sandbox = _sandbox(ctx)
     verdict = check_command(command, ctx, sandboxed=sandbox is not None)
     if not verdict.allowed:

@@ -126,7 +126,7 @@ def web_extract(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 100:
         return {"error": f"'char_limit' must be an integer >= 100, got {limit!r}"}
     fetcher = _fetcher(ctx)
-    store = ctx.service(SPILL, SpillStore)
+    store = ctx.services.web_spill
     keys = [u if isinstance(u, str) else repr(u) for u in urls]
     unique = dict(zip(keys, urls, strict=True))  # each distinct URL is fetched once
     workers = max(1, min(MAX_PARALLEL, len(unique)))

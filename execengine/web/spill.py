@@ -44,6 +44,10 @@ class SpillStore:
     def directory(self) -> str | None:
         return self._dir
 
+    @property
+    def holds_resources(self) -> bool:
+        return self._dir is not None
+
     def save(self, text: str, url: str) -> str:
         """Write ``text`` to a file named after ``url`` and return its path."""
         with self._lock:

@@ -118,17 +118,34 @@ def test_headless_with_approvals_deny_is_blocked_and_says_how_to_allow() -> None
     assert not v.allowed and v.by == "session-policy" and host.asked == 0
     assert v.message == (
         UNATTENDED + "This session's approval policy is 'deny' (approvals.mode), so no user is "
-        "asked to approve it. Use normal tools instead. To let scripts run here, sandbox them "
-        "(code_execution.isolation: restricted or isolated, with approvals.execute_code: "
-        "auto), give the session an approver, or set approvals.execute_code: allow only if "
-        "this host is intentionally trusted.")
+        "asked to approve it. The script would run at isolation level 'none', which does not "
+        "confine it (code_execution.isolation: restricted or isolated does). Use normal tools "
+        "instead. To let scripts run here, give the session an approver, or set "
+        "approvals.execute_code: allow only if this host is intentionally trusted.")
+
+
+def test_the_refusal_names_what_keeps_the_script_from_running_unasked() -> None:
+    """Each reason is named once, and never a setting that is already set (a sandboxed
+    script with an unchecked tool was told to "sandbox them")."""
+    unchecked = check_script(CODE, ScriptScope("isolated", ("read_file", "deploy")),
+                             approvals(), ApprovalState())
+    assert "(deploy)" in unchecked.message and "isolation level" not in unchecked.message
+    assert "code_execution.isolation" not in unchecked.message
+    mcp = ScriptScope("isolated", ("read_file", "mcp_time_now"), also_checked=("mcp_time_now",))
+    assert check_script(CODE, mcp, approvals(), ApprovalState()).allowed
+    asked = check_script(CODE, ISOLATED, approvals(execute_code="ask"), ApprovalState())
+    assert "approvals.execute_code is 'ask'" in asked.message
+    allow = check_script(CODE, ISOLATED, approvals(mode="allow", execute_code="ask"),
+                         ApprovalState())
+    assert allow.allowed  # approvals.mode: allow approves what asking would
 
 
 def test_nobody_to_ask_is_blocked() -> None:
     v = check_script(CODE, NONE, approvals(), ApprovalState())
     assert not v.allowed and v.by == "nobody"
     assert v.message.startswith(UNATTENDED + "It needs approval and no user is present to "
-                                "approve it (this session has no approver). Use normal tools")
+                                "approve it (this session has no approver). The script would "
+                                "run at isolation level 'none'")
     # an approver that passes ("not mine to decide") is nobody too
     assert check_script(CODE, NONE, approvals(), ApprovalState(),
                         approver=Host(None)).by == "nobody"

@@ -162,18 +162,35 @@ def test_live_runs_check_answers_and_record_usage(scripted: ScriptedModel, api: 
     assert "code_vs_tools" in summary and len(summary["runs"]) == 4
 
 
-def test_cli_live_mode(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_cli_live_mode_beside_the_oracle(tmp_path: Any, capsys: pytest.CaptureFixture[str],
+                                         api: str) -> None:
+    """The documented recipe, against an endpoint of each API shape on loopback: N runs per
+    task and mode, success, the reported usage, and the oracle's figures beside them."""
     srv = ScriptedModel()
     try:
         out = tmp_path / "live.json"
-        rc = main(["bench", "tokens", "--model", f"{srv.base}/scripted-1", "--only",
-                   "count-services", "--runs", "2", "--modes", "tools", "--json",
+        rc = main(["bench", "tokens", "--model", f"{srv.base}/scripted-1", "--api", api,
+                   "--only", "count-services", "--runs", "2", "--modes", "tools,code",
                    "--out", str(out)])
     finally:
         srv.close()
-    data = json.loads(capsys.readouterr().out)
-    assert rc == 1 and data == json.loads(out.read_text())  # one wrong answer: exit 1
-    assert data["by_mode"]["tools"]["successes"] == 1 and data["model"].endswith("scripted-1")
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert rc == 1  # the first tools run answers off by one: exit 1
+    assert data["by_mode"]["tools"]["successes"] == 1 and data["by_mode"]["code"]["successes"] == 2
+    assert data["model"].endswith("scripted-1") and data["prices"]["sheet"] == "gpt-4.1"
+    oracle = data["oracle"]["by_workflow"]["count-services"]
+    assert data["oracle"]["right"] and oracle["tools"]["model_calls"] == 2
+    assert oracle["tools"]["cost"] > 0 and oracle["code"]["strategy"] == "naive"
+    beside = data["beside_oracle"]["count-services"]
+    assert beside["tools"]["success_rate"] == 0.5 and beside["code"]["success_rate"] == 1.0
+    assert beside["tools"]["live_prompt_tokens"] > 0 and beside["tools"]["oracle_prompt_tokens"] > 0
+    assert beside["code"]["live_model_calls"] == 2.0 == beside["code"]["oracle_model_calls"]
+    if api == "openai":  # reasoning tokens as the API reported them (12 per request)
+        assert beside["tools"]["live_reasoning_tokens"] == 24.0
+    assert set(beside["code_vs_tools"]) == {"live", "oracle_bound"}
+    assert "beside the oracle" in text and "oracle bound" in text
 
 
 def test_targets_answers_and_intervals() -> None:

@@ -72,16 +72,20 @@ def test_message_overhead(o200k: TokenCounter) -> None:
     assert o200k.count_messages([]) == 3
 
 
-def test_tool_call_messages(o200k: TokenCounter) -> None:
+def test_tool_call_messages_count_no_call_ids(o200k: TokenCounter) -> None:
+    """Call ids are minted by the API, not written by the model: they count nothing, as
+    output or as input (a provider-length id weighed ~18 tokens)."""
     args = json.dumps({"path": "src/app.py"})
-    call = {"id": "call_1", "type": "function",
+    long_id = "call_" + "aB3" * 8
+    call = {"id": long_id, "type": "function",
             "function": {"name": "read_file", "arguments": args}}
     msg = {"role": "assistant", "content": None, "tool_calls": [call, call]}
-    per_call = 3 + o200k.count("call_1") + o200k.count("read_file") + o200k.count(args)
+    per_call = 3 + o200k.count("read_file") + o200k.count(args)
     assert o200k.count_message(msg) == 3 + o200k.count("assistant") + 2 * per_call
-    result = {"role": "tool", "tool_call_id": "call_1", "content": "x" * 40}
-    assert o200k.count_message(result) == (3 + o200k.count("tool") + o200k.count("call_1")
-                                           + o200k.count("x" * 40))
+    short = {**msg, "tool_calls": [{**call, "id": "c"}, {**call, "id": "d"}]}
+    assert o200k.count_message(short) == o200k.count_message(msg)
+    result = {"role": "tool", "tool_call_id": long_id, "content": "x" * 40}
+    assert o200k.count_message(result) == 3 + o200k.count("tool") + o200k.count("x" * 40)
 
 
 def test_tool_definitions(o200k: TokenCounter, cl100k: TokenCounter) -> None:

@@ -79,8 +79,8 @@ def test_helpers_parse_each_config_format() -> None:
 def test_execute_code_description_states_result_shapes() -> None:
     from execengine.config import Config
     from execengine.engine import Engine
+    from execengine.engine.tool import RESULT_SHAPES
     from execengine.registry import ToolRegistry
-    from execengine.tools.code_execution_tool import RESULT_SHAPES
 
     with ToolRegistry.with_builtins(Config(), plugins=False) as reg, Engine(Config(), reg):
         (defn,) = [d for d in reg.get_tool_definitions(enabled_toolsets=["file", "terminal",

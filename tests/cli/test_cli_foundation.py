@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 
@@ -61,7 +62,8 @@ def test_config_show_reports_origins_and_masks_secrets(capsys, tmp_path):
     assert rows["web.brave.api_key"]["value"] == "***"
     code, out, _ = run(capsys, "--config", str(cfg), "config", "show")
     assert "hunter2" not in out
-    assert f"{cfg}:2" in out
+    assert out.startswith(f"# config file: {cfg}\n")
+    assert re.search(r"\ncode_execution\.timeout +12\.0 +line 2\n", out)
 
 
 def test_tools_and_toolsets(capsys):

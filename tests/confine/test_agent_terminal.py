@@ -74,9 +74,8 @@ def test_cd_sticks_but_never_widens_what_is_writable(world):
         def sh(command):
             return json.loads(reg.dispatch("terminal", {"command": command}, CallContext()))
 
-        # made here, writable by every sandbox uid: each command may run under another
-        # slot uid, and a folder one slot made is not writable by the next (a known limit at
-        # restricted, see docs/confinement.md)
+        # made here, writable by every uid (a command acts in the folder as its owner as
+        # root; a host that is not root runs them all as its own uid)
         (work / "sub").mkdir()
         (work / "sub").chmod(0o777)
         assert sh("cd sub")["cwd"] == str(work / "sub")
@@ -106,3 +105,55 @@ def test_a_command_killed_for_memory_says_so(isolation, world):
     assert res["output"].endswith("[A process of the command was killed: out of memory "
                                   "(limit 64 MiB, code_execution.memory_mb).]"), res
     assert fine["output"].strip() == "fine"  # the negative control: no such note
+
+
+SANDBOXED = [pytest.param(lv, marks=pytest.mark.skipif(
+    not REPORT.levels.get(lv), reason=f"level {lv} unavailable: {REPORT.reasons.get(lv)}"))
+    for lv in ("restricted", "isolated")]
+
+
+@pytest.mark.parametrize("isolation", SANDBOXED)
+def test_a_folder_one_command_made_is_the_next_commands_in_another_slot(isolation, world):
+    """Each command acts in the task's folder as its owner: a folder one command made
+    (0755) is written by the next although it runs as another slot uid (before, it was the
+    first slot's own, and the next one's write failed)."""
+    from tests.isolation._slots import another_slot_next
+
+    work, _, _ = world
+    config = Config().with_overrides({"terminal.isolation": isolation,
+                                      "terminal.cwd": str(work), "approvals.mode": "allow"})
+    with ToolRegistry.with_builtins(config) as reg:
+        def sh(command):
+            return json.loads(reg.dispatch("terminal", {"command": command}, CallContext()))
+
+        first = sh("mkdir made && id -u")
+        uid = int(first["output"].strip())
+        with another_slot_next(uid):
+            second = sh("id -u; echo x > made/file && echo wrote")
+    assert int(second["output"].split()[0]) != uid, (first, second)
+    assert second["output"].split()[1:] == ["wrote"], second
+    assert (work / "made" / "file").read_text() == "x\n"
+    assert (work / "made").stat().st_uid == work.stat().st_uid  # the folder's owner's
+
+
+@pytest.mark.parametrize("isolation", SANDBOXED)
+def test_the_agents_sandboxed_terminal_refuses_a_home_folder(isolation, tmp_path):
+    """Its commands would act there as the owner (``.bashrc``...): refused, naming the
+    setting; at ``none`` (the negative control) the same folder is used."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("# start-up\n")
+
+    def run_in(level, **over):
+        config = Config().with_overrides({"terminal.isolation": level,
+                                          "terminal.cwd": str(home), "approvals.mode": "allow",
+                                          **over})
+        with ToolRegistry.with_builtins(config) as reg:
+            return json.loads(reg.dispatch("terminal", {"command": "echo ran"},
+                                           CallContext()))
+
+    refused = run_in(isolation)
+    assert "policy.allow_home_workdir" in refused.get("error", ""), refused
+    assert run_in("none")["output"].strip() == "ran"
+    allowed = run_in(isolation, **{"policy.allow_home_workdir": True})
+    assert allowed["output"].strip() == "ran", allowed

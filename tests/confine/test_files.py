@@ -236,11 +236,11 @@ def test_a_link_swapped_into_a_protected_folder_during_the_walk_is_refused(
     (work / "link").symlink_to("ok")
     real_subdir = files.FileConfinement._subdir
 
-    def swapped_first(self, cur, name, path, action):
+    def swapped_first(self, cur, name, path, action, *rest):
         if name == "link" and (work / "link").resolve() == work / "ok":
             (work / "link").unlink()
             (work / "link").symlink_to(into)
-        return real_subdir(self, cur, name, path, action)
+        return real_subdir(self, cur, name, path, action, *rest)
 
     monkeypatch.setattr(files.FileConfinement, "_subdir", swapped_first)
     config = Config().with_overrides({"policy.protected_paths": [str(work / "keep")]})

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
+from execengine import recent
 from execengine.config import Config
-from execengine.confine import recent
 from execengine.fileops.paths import PathGuard
 
 #: the TTL these tests run with: "within the TTL" must not depend on how fast the

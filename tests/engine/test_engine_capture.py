@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 
-from execengine.engine.capture import OutputCapture, clean_text, redact, strip_ansi
+from execengine.launch.capture import OutputCapture, clean_text, redact, strip_ansi
 
 
 def test_under_limit_is_exact():

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from _engine_helpers import engine_config, make_registry
 
 from execengine.cli import main
 from execengine.context import CallContext
 from execengine.engine import Engine
+from execengine.engine.tool import attach, bound_engine
+from execengine.errors import ToolError
 from execengine.registry import ToolRegistry
 from execengine.tools import code_execution_tool
 
@@ -106,14 +109,16 @@ def test_one_engine_per_registry(tmp_path):
     first = Engine(reg.config, reg)
     second = Engine(reg.config, reg)  # the registry already has one: not attached
     try:
-        assert reg.engine is first
+        assert bound_engine(reg) is first
         out = json.loads(reg.dispatch("execute_code", {"code": "print(2)"}))
         assert out["status"] == "success" and out["output"] == "2\n"
         assert second._server is None  # the tool never touched the second engine
+        with pytest.raises(ToolError, match="one engine per registry"):
+            attach(reg, second)
         first.close()
-        assert reg.engine is None  # closing detaches
-        reg.attach_engine(second)
-        assert reg.engine is second
+        assert bound_engine(reg) is None  # closing unbinds
+        attach(reg, second)
+        assert bound_engine(reg) is second
     finally:
         second.close()
         reg.close()
@@ -141,8 +146,8 @@ def test_description_says_what_the_isolation_level_means():
     import pytest
 
     from execengine.config import Config
+    from execengine.engine.tool import describe
     from execengine.isolation import detect
-    from execengine.tools.code_execution_tool import describe
 
     def text_for(**overrides):
         cfg = Config().with_overrides({f"code_execution.{k}": v for k, v in overrides.items()})

@@ -1,4 +1,4 @@
-"""Which working directories a sandboxed execution refuses (``engine/confinement.py``), on
+"""Which working directories a sandboxed execution refuses (``host/confinement.py``), on
 real folders and symbolic links: pure logic, no child."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 import pytest
 
 from execengine.confine.policy import ExecutionPolicy
-from execengine.engine.confinement import check_workdir
 from execengine.errors import SandboxError
+from execengine.host.confinement import check_workdir
 
 
 def _policy(level: str, *denied: str) -> ExecutionPolicy:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from execengine.engine.capture import OutputCapture
 from execengine.engine.kernel import _Cut
+from execengine.launch.capture import OutputCapture
 
 MARK = b"\0execengine-cell-1-abcdef\0"
 

@@ -18,6 +18,7 @@ from _session_helpers import (
     wait_until,
 )
 
+from execengine.engine.result import STDERR_HEADER, ExecutionResult
 from execengine.rpc.channel import late_message
 
 pytestmark = pytest.mark.parametrize("level", level_params())
@@ -46,7 +47,8 @@ def test_cell_result_is_per_cell(level):
     with session_engine(level, max_stdout_bytes=1000) as e:
         r = e.execute("import sys\nprint('out')\nprint('err', file=sys.stderr)\n1/0",
                       session="s")
-        assert r.status == "error" and r.output == "out\n"
+        # as a one-shot script's: the traceback follows the output, after its header
+        assert r.status == "error" and r.output == "out\n" + STDERR_HEADER + r.stderr.strip()
         assert "err\n" in r.stderr and "ZeroDivisionError" in r.error
         assert 'File "<cell 1>", line 4' in r.stderr and "1/0" in r.stderr
         r = e.execute("print('next')", session="s")
@@ -196,7 +198,7 @@ def test_least_recently_used_idle_kernel_is_evicted_never_a_busy_one(level):
         assert e.execute("print(x)", session="b").output == "b\n"
 
 
-def test_all_kernels_busy_refuses_a_new_session(level):
+def test_all_kernels_busy_refuses_a_new_session_after_waiting_its_timeout(level):
     gate = Gate()
     with session_engine(level, gate=gate, max_sessions=1) as e:
         busy = threading.Thread(target=e.execute, args=(
@@ -204,8 +206,10 @@ def test_all_kernels_busy_refuses_a_new_session(level):
         busy.start()
         try:
             assert gate.entered.wait(10)
-            r = e.execute("print(1)", session="b")
-            assert r.status == "error" and "max_sessions" in r.error
+            started = time.monotonic()
+            r = e.execute("print(1)", session="b", timeout=0.5)
+            assert time.monotonic() - started >= 0.5
+            assert r.status == "error" and "raise code_execution.max_sessions" in r.error
             # a second cell of the busy session waits for it, bounded by its timeout
             r = e.execute("print(1)", session="a", timeout=0.3)
             assert r.status == "timeout" and "waiting for the session's previous" in r.error
@@ -213,6 +217,45 @@ def test_all_kernels_busy_refuses_a_new_session(level):
             gate.open.set()
             busy.join(10)
         assert e.execute("print(2)", session="b").output == "2\n"
+
+
+def test_a_new_session_waits_for_room_and_runs_when_a_cell_ends(level):
+    """50 sessions' cells on 2 kernels: each waits for a kernel to be free (the least
+    recently used idle one is closed for it) instead of being refused at once."""
+    with session_engine(level, max_sessions=2) as e:
+        results: dict[int, ExecutionResult] = {}
+
+        def run(i: int) -> None:
+            results[i] = e.execute(f"import time\ntime.sleep(0.02)\nprint({i})",
+                                   session=f"s{i}", timeout=60)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        assert sorted(results) == list(range(12))
+        assert [results[i].output for i in range(12)] == [f"{i}\n" for i in range(12)]
+        assert len(e.sessions.list_sessions()) <= 2
+
+
+def test_a_refused_cell_keeps_the_state_lost_notice_for_the_next_one(level):
+    gate = Gate()
+    with session_engine(level, gate=gate, max_sessions=1) as e:
+        assert e.execute("x = 1", session="b").ok
+        assert e.execute("y = 1", session="a").ok  # b's kernel is closed for a's
+        busy = threading.Thread(target=e.execute, args=(
+            "from hermes_tools import web_extract\nweb_extract([])",), kwargs={"session": "a"})
+        busy.start()
+        try:
+            assert gate.entered.wait(10)
+            refused = e.execute("print(x)", session="b", timeout=0.3)
+            assert refused.status == "error" and "least recently used" in refused.notice
+        finally:
+            gate.open.set()
+            busy.join(10)
+        r = e.execute("print('x' in globals())", session="b")
+        assert r.output == "False\n" and "least recently used" in r.notice
 
 
 def test_cells_of_one_session_run_one_at_a_time(level):
@@ -244,16 +287,15 @@ def test_a_changed_working_directory_starts_a_new_kernel(level, tmp_path):
 
 def test_sub_agents_get_their_own_sessions(level):
     from execengine.context import CallContext, ToolContext
-    from execengine.tools.code_execution_tool import execute_code
+    from execengine.engine.tool import run_tool
 
     with session_engine(level) as e:
         reg = e.registry
-        assert reg.engine is e
 
         def run(code: str, task: str, session: str | None = None, **kw: object) -> dict:
             call = CallContext(task_id=task, session_id=session, enabled_tools=["web_search"])
-            return json.loads(execute_code({"code": code, **kw}, ToolContext(reg, reg.config,
-                                                                             call)))
+            return json.loads(run_tool(e, {"code": code, **kw}, ToolContext(reg, reg.config,
+                                                                            call)))
 
         assert run("secret = 's3'", "parent")["status"] == "success"
         assert run("print(secret)", "parent")["output"] == "s3\n"

@@ -136,13 +136,3 @@ def test_a_bad_launcher_name_is_a_config_error(plugin, name, message):
     cfg = Config().with_overrides({"code_execution.launcher": name})
     with pytest.raises(ConfigError, match=message):
         make_launcher(cfg, report(True, True))
-
-
-def test_the_ssh_backend_selects_the_ssh_launcher_without_connecting():
-    cfg = Config().with_overrides({"terminal.backend": "ssh", "ssh.host": "h.invalid",
-                                   "code_execution.min_isolation": "isolated"})
-    launcher = make_launcher(cfg, report(False, False))
-    try:
-        assert launcher.level == "ssh"
-    finally:
-        launcher.close()

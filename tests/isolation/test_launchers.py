@@ -136,35 +136,55 @@ def test_launch_after_close_fails(tmp_path):
         launcher.launch(spec("pass", tmp_path))
 
 
-@pytest.mark.skipif(not REPORT.levels.get("isolated") or os.geteuid() != 0,
-                    reason="isolated as root only")
-def test_isolated_workdir_is_id_mapped_to_its_owner_when_asked(tmp_path):
-    (tmp_path / "existing.txt").write_text("old")
-    code = ("import os; open('existing.txt', 'w').write('new'); open('made.txt', 'w'); "
-            "print(os.getuid(), os.stat('existing.txt').st_uid)")
-    owner = spec(code, tmp_path, limits=LaunchLimits(workdir_as_owner=True))
-    with IsolatedLauncher() as launcher, launcher.launch(owner) as child:
+OWNER_PROBE = ("import os; open('existing.txt', 'w').write('new'); open('made.txt', 'w'); "
+               "os.mkdir('folder'); print(os.getuid(), os.stat('existing.txt').st_uid)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only (slot uids, id-mapped binds)")
+@pytest.mark.parametrize("owner", [0, 4242], ids=["root-owned", "user-owned"])
+def test_the_sandbox_acts_in_its_working_directory_as_the_folders_owner(launcher, tmp_path,
+                                                                         owner):
+    """By default, at both levels: the owner's existing file is the slot's to change (it is
+    shown as its own), and what it creates lands as the owner's, group included, with the
+    host's umask; no ACL entry is added to the folder."""
+    from execengine.isolation import acl
+    from execengine.isolation.uids import SANDBOX_GID
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "existing.txt").write_text("old")
+    for path in (work, work / "existing.txt"):
+        os.chown(path, owner, owner + 1)
+    with launcher.launch(spec(OWNER_PROBE, work)) as child:
         assert child.wait(20) == 0, child.stderr.read()
         uid, owner_seen = child.stdout.read().split()
-    assert uid == owner_seen  # inside, the owner's files are the slot uid's
-    assert (tmp_path / "existing.txt").read_text() == "new"
-    assert (tmp_path / "made.txt").stat().st_uid == os.stat(tmp_path).st_uid  # lands as owner
+    assert uid == owner_seen and int(uid) not in (0, owner)  # a slot uid, the owner inside
+    assert (work / "existing.txt").read_text() == "new"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for name, mode in (("made.txt", 0o666), ("folder", 0o777)):
+        st = (work / name).stat()
+        assert (st.st_uid, st.st_gid) == (owner, owner + 1), name
+        assert st.st_mode & 0o777 == mode & ~umask, name
+    assert acl.group_perm(str(work), SANDBOX_GID) is None  # no grant was needed
 
 
-@pytest.mark.skipif(not REPORT.levels.get("isolated") or os.geteuid() != 0,
-                    reason="isolated as root only")
-def test_isolated_workdir_keeps_its_owner_by_default(tmp_path):
-    """Without ``workdir_as_owner`` the sandbox uid is not the owner: the folder itself is
-    granted (new files land), the owner's existing 0644 file stays read-only."""
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only (slot uids)")
+def test_without_workdir_as_owner_the_sandbox_keeps_its_own_uid(launcher, tmp_path):
+    """``workdir_as_owner: false`` (the behaviour before it was the default): the folder
+    itself is granted (new files land, as the slot's), the owner's existing 0644 file
+    stays read-only."""
     (tmp_path / "existing.txt").write_text("old")
     code = ("import os\ntry:\n    open('existing.txt', 'w')\nexcept PermissionError:\n"
             "    print('refused')\nopen('made.txt', 'w').write('x')\n"
             "print(os.getuid() == os.stat('existing.txt').st_uid)")
-    with IsolatedLauncher() as launcher, launcher.launch(spec(code, tmp_path)) as child:
+    own = spec(code, tmp_path, limits=LaunchLimits(workdir_as_owner=False))
+    with launcher.launch(own) as child:
         assert child.wait(20) == 0, child.stderr.read()
         assert child.stdout.read().split() == [b"refused", b"False"]
     assert (tmp_path / "existing.txt").read_text() == "old"
     assert (tmp_path / "made.txt").read_text() == "x"
+    assert (tmp_path / "made.txt").stat().st_uid != 0
 
 
 @pytest.mark.skipif(not REPORT.levels.get("restricted") or os.geteuid() != 0,
@@ -173,8 +193,10 @@ def test_restricted_workdir_grant_is_revoked_after_close(tmp_path):
     from execengine.isolation import acl
     from execengine.isolation.uids import SANDBOX_GID
 
+    plain = LaunchLimits(workdir_as_owner=False)  # an id-mapped working directory needs none
     with RestrictedLauncher() as launcher:
-        with launcher.launch(spec("open('new.txt', 'w').write('x')", tmp_path)) as child:
+        with launcher.launch(spec("open('new.txt', 'w').write('x')", tmp_path,
+                                  limits=plain)) as child:
             assert child.wait(20) == 0, child.stderr.read()
             assert acl.group_perm(str(tmp_path), SANDBOX_GID) == 7
         assert acl.group_perm(str(tmp_path), SANDBOX_GID) is None
@@ -193,7 +215,8 @@ def test_isolated_workdir_grant_is_revoked_off_the_result_path(tmp_path):
     outside.mkdir()
     outside.chmod(0o700)
     (outside / "data.txt").write_text("x")
-    s = spec("print(open('data.txt').read())", outside)
+    s = spec("print(open('data.txt').read())", outside,
+             limits=LaunchLimits(workdir_as_owner=False))  # (id-mapped: no grant at all)
     with IsolatedLauncher() as launcher:
         with launcher.launch(s) as child:
             assert child.wait(20) == 0, child.stderr.read()

@@ -7,6 +7,7 @@ import json
 from _mcp_helpers import TOY
 
 from execengine.bench.tokens import TokenCounter
+from execengine.engine.tool import bound_engine
 
 SERVERS = f"  gen:\n    command: {{python}}\n    args: [{TOY!r}, --tools, '500']\n" \
           "    connect_timeout: 50\n"
@@ -30,7 +31,7 @@ def test_500_tools_model_catalogue_under_1000_tokens_and_scripts_still_reach_the
     every = [{"type": "function", "function": dict(reg.get(n).schema)}
              for n in reg.names() if n.startswith("mcp_gen_")]
     assert TokenCounter().count_tools(every) > 20 * tokens
-    result = reg.engine.execute("""
+    result = bound_engine(reg).execute("""
 from hermes_tools import search_tools, describe_tool, mcp_gen_archive_invoice_7
 hits = search_tools("archive invoice")
 print(hits[0]["name"])

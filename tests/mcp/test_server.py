@@ -66,6 +66,16 @@ def test_stdio(setup):
     _check(*anyio.run(main))
 
 
+def _auth(lines):
+    """The bearer header for the token the server made (its file's path is printed)."""
+    for line in lines:
+        found = re.search(r"the token is in (\S+) ", line)
+        if found:
+            with open(found.group(1)) as fh:
+                return {"Authorization": f"Bearer {fh.read().strip()}"}
+    return {}
+
+
 def _serve(config, env, *extra):
     proc = subprocess.Popen([sys.executable, "-m", "execengine", "--config", str(config),
                              "mcp", *extra], env=env, stdout=subprocess.DEVNULL,
@@ -79,7 +89,7 @@ def _serve(config, env, *extra):
         lines.append(line)
         found = re.search(r"serving streamable HTTP on (http://\S+)", line)
         if found:
-            return proc, found.group(1)
+            return proc, found.group(1), _auth(lines)
     proc.kill()
     proc.wait()
     raise AssertionError(f"server did not start: {''.join(lines)}")
@@ -111,9 +121,9 @@ def _http_session(url, data, headers=None):
 
 def test_streamable_http_on_loopback(setup):
     config, data, env = setup
-    proc, url = _serve(config, env, "--http", "127.0.0.1:0")
+    proc, url, auth = _serve(config, env, "--http", "127.0.0.1:0")
     try:
-        _check(*_http_session(url, data))
+        _check(*_http_session(url, data, auth))
     finally:
         _stop(proc)
 
@@ -121,7 +131,7 @@ def test_streamable_http_on_loopback(setup):
 def test_http_token_is_required_and_checked(setup):
     config, data, env = setup
     env = {**env, "MCP_TOKEN": "t0ken-for-test"}
-    proc, url = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
+    proc, url, _ = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
     try:
         request = urllib.request.Request(url, data=b"{}", method="POST",
                                          headers={"content-type": "application/json"})
@@ -161,7 +171,7 @@ def test_an_http_server_as_a_tool_source_with_a_token_header(setup, mcp_registry
     """The client's streamable HTTP transport, against execengine's own HTTP server."""
     config, data, env = setup
     env = {**env, "MCP_TOKEN": "http-t0ken"}
-    proc, url = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
+    proc, url, _ = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
     try:
         servers = (f"  ee:\n    url: {url}\n"
                    "    headers: {Authorization: 'Bearer ${MCP_TOKEN}'}\n")

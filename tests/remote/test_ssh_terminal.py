@@ -101,10 +101,9 @@ def test_background_process_on_the_remote(reg: ToolRegistry, remote: Remote) -> 
 
 def test_dropped_connection_ends_the_command_and_leaves_nothing(reg: ToolRegistry,
                                                                 remote: Remote) -> None:
-    from execengine.remote.host import REMOTE, RemoteHost
 
     call(reg, "terminal", command="true")
-    host = reg.service(REMOTE, RemoteHost)
+    host = reg.services.host
     started = call(reg, "terminal", command="sleep 300", background=True)
     host.connection.drop()
     waited = call(reg, "process", action="wait", session_id=started["session_id"], timeout=20)

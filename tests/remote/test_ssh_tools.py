@@ -113,13 +113,12 @@ def test_results_match_the_local_ones(engine: Engine, remote: Remote, tmp_path) 
 def test_file_tools_reconnect_after_a_dropped_connection(engine: Engine,
                                                          remote: Remote) -> None:
     from execengine.context import CallContext
-    from execengine.remote.host import REMOTE, RemoteHost
 
     reg = engine.registry
     ctx = CallContext(cwd=str(remote.home))
     assert "error" not in json.loads(reg.dispatch("write_file", {"path": "r.txt",
                                                                  "content": "x\n"}, ctx))
-    reg.service(REMOTE, RemoteHost).connection.drop()
+    reg.services.host.connection.drop()  # type: ignore[attr-defined]
     out = json.loads(reg.dispatch("read_file", {"path": "r.txt"}, ctx))
     assert out["content"] == "     1|x"
     out = json.loads(reg.dispatch("write_file", {"path": "r.txt", "content": "y\n"}, ctx))

@@ -59,6 +59,14 @@ def level_params(*, prestarted: bool = False) -> list[Any]:
     return out
 
 
+def binds(level: str) -> bool:
+    """Whether ``level`` puts read-only binds over the protected paths (and masks the denied
+    ones in the working directory): ``isolated``, and ``restricted`` where its entry gets a
+    mount namespace of its own (as root)."""
+    return level == "isolated" or (level == "restricted" and os.geteuid() == 0
+                                   and detect().has("namespaces"))
+
+
 def level_engine(level: str, **overrides: Any) -> Any:
     """An engine pinned to ``level`` (no fallback to a weaker one), 30 s a script, with
     ``overrides`` (dotted config keys)."""

@@ -25,7 +25,7 @@ from execengine.config import load_config
 from execengine.engine.core import Engine
 from execengine.proctree import RUN_TOKEN_VAR, carriers
 
-from .conftest import SECRET_NAME, level_params, wait_until
+from .conftest import SECRET_NAME, binds, level_params, wait_until
 
 LEVEL = level_params()
 
@@ -372,10 +372,11 @@ except OSError as exc:
 
 @pytest.mark.parametrize("level", LEVEL)
 def test_a_batch_task_cannot_forge_the_batch_results(level, world, capsys, monkeypatch):
-    """The results file in the tasks' working directory is protected: at ``isolated`` a
-    read-only bind (a task can neither write, rename nor replace it); where a task can
-    move it (``restricted``, as at ``none``, the negative control) the batch says so and
-    fails instead of leaving forged records where the next run reads them."""
+    """The results file in the tasks' working directory is protected: at ``isolated``, and
+    ``restricted`` as root, a read-only bind (a task can neither write, rename nor replace
+    it); where a task can move it (``none``, the negative control; ``restricted`` on a host
+    that is not root) the batch says so and fails instead of leaving forged records where
+    the next run reads them."""
     from execengine.cli import main
 
     monkeypatch.setenv("HOME", str(world["root"]))
@@ -390,7 +391,7 @@ def test_a_batch_task_cannot_forge_the_batch_results(level, world, capsys, monke
     rc = main(["--config", str(config), "batch", str(tasks), "--out", str(out),
                "--concurrency", "1", "--json"])
     captured = capsys.readouterr()
-    if level == "isolated":
+    if binds(level):
         assert rc == 0, captured.err
         records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
         assert records["a"]["output"].startswith("refused"), records["a"]

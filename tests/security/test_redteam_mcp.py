@@ -46,6 +46,16 @@ TRUSTED = ("code_execution: {isolation: none, mode: strict, timeout: 30}\n"
            "approvals: {execute_code: allow}\n")
 
 
+def _auth(lines):
+    """The bearer header for the token the server made (its file's path is printed)."""
+    for line in lines:
+        found = re.search(r"the token is in (\S+) ", line)
+        if found:
+            with open(found.group(1)) as fh:
+                return {"Authorization": f"Bearer {fh.read().strip()}"}
+    return {}
+
+
 def _serve(config, env, *extra):
     proc = subprocess.Popen([sys.executable, "-m", "execengine", "--config", str(config),
                              "mcp", *extra], env=env, stdout=subprocess.DEVNULL,
@@ -59,7 +69,7 @@ def _serve(config, env, *extra):
         lines.append(line)
         found = re.search(r"serving streamable HTTP on (http://\S+)", line)
         if found:
-            return proc, found.group(1)
+            return proc, found.group(1), _auth(lines)
     _stop(proc)
     raise AssertionError(f"server did not start: {''.join(lines)}")
 
@@ -76,7 +86,7 @@ def _stop(proc):
             stream.close()
 
 
-def _http_calls(url, codes):
+def _http_calls(url, codes, headers):
     """One MCP client session calling execute_code once per code; the payloads."""
     import httpx2
     from mcp import ClientSession
@@ -84,7 +94,7 @@ def _http_calls(url, codes):
 
     async def main():
         out = []
-        async with httpx2.AsyncClient(timeout=START) as client, \
+        async with httpx2.AsyncClient(timeout=START, headers=headers) as client, \
                 streamable_http_client(url, http_client=client) as (r, w), \
                 ClientSession(r, w) as session:
             await session.initialize()
@@ -101,10 +111,10 @@ PEEK = "print(globals().get('secret_of_a', 'NOTHING'))"
 
 
 def test_two_mcp_clients_do_not_share_a_kernel(tmp_path, env):
-    proc, url = _serve(_config(tmp_path, TRUSTED), env, "--http", "127.0.0.1:0")
+    proc, url, auth = _serve(_config(tmp_path, TRUSTED), env, "--http", "127.0.0.1:0")
     try:
-        one = _http_calls(url, [SET, PEEK])  # negative control: one client keeps state
-        other = _http_calls(url, [PEEK])
+        one = _http_calls(url, [SET, PEEK], auth)  # negative control: one client keeps state
+        other = _http_calls(url, [PEEK], auth)
     finally:
         _stop(proc)
     assert one[0]["status"] == "success", one
@@ -249,18 +259,19 @@ def _post(port: int, headers: dict, addr: str = "127.0.0.1") -> int:
 @pytest.mark.parametrize("addr", ["127.0.0.1", "127.0.0.2"])
 def test_http_on_loopback_refuses_a_rebound_host_or_a_foreign_origin(tmp_path, env, addr):
     """DNS rebinding: a web page whose name now points at the server's loopback address
-    sends its own Host and Origin; the server must refuse both (no token is needed on
-    loopback). Any loopback address: the SDK guards only 127.0.0.1, localhost and ::1 by
-    itself, and a server on 127.0.0.2 ran a rebound page's code."""
-    proc, url = _serve(_config(tmp_path, TRUSTED), env, "--http", f"{addr}:0")
+    sends its own Host and Origin; the server must refuse both (a page has no token, but
+    the guard holds even for a request that has it). Any loopback address: the SDK
+    guards only 127.0.0.1, localhost and ::1 by itself, and a server on 127.0.0.2 ran a
+    rebound page's code."""
+    proc, url, auth = _serve(_config(tmp_path, TRUSTED), env, "--http", f"{addr}:0")
     port = int(url.rsplit(":", 1)[1].split("/")[0])
-    try:
-        own = _post(port, {"Host": f"{addr}:{port}"}, addr)  # the negative control
-        named = _post(port, {"Host": f"localhost:{port}"}, addr)
-        rebound = _post(port, {"Host": "evil.example.com"}, addr)
-        prefixed = _post(port, {"Host": "localhost.evil.example.com"}, addr)
+    try:  # with the token (a rebound page has none, but the guard holds even with it)
+        own = _post(port, {"Host": f"{addr}:{port}", **auth}, addr)  # the negative control
+        named = _post(port, {"Host": f"localhost:{port}", **auth}, addr)
+        rebound = _post(port, {"Host": "evil.example.com", **auth}, addr)
+        prefixed = _post(port, {"Host": "localhost.evil.example.com", **auth}, addr)
         origin = _post(port, {"Host": f"{addr}:{port}",
-                              "Origin": "http://evil.example.com"}, addr)
+                              "Origin": "http://evil.example.com", **auth}, addr)
     finally:
         _stop(proc)
     assert own == 200 and named == 200, (own, named)

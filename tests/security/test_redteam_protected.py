@@ -1,13 +1,14 @@
 """Protected paths that the script moves aside instead of writing.
 
-At ``isolated`` ``.git/hooks`` and ``.git/config`` of the working directory are read-only
-binds. A red team renamed ``.git`` itself (``.git.moved`` kept the read-only binds) and made
-a new ``.git`` with a ``core.fsmonitor`` config and hooks, which the host's next ``git
-status`` in that folder ran (as root with ``workdir_as_owner``). Now every folder on the
-way to a protected path is a mount point in the sandbox, so it cannot be renamed or
-removed; the ``.git`` file of a worktree (which names the repository git uses) is
-read-only itself; and a protected path a config lists below a subfolder keeps its folder.
-Level ``none`` is the negative control: the same moves succeed there.
+At ``isolated``, and at ``restricted`` as root (a mount namespace of the entry's own),
+``.git`` of the working directory is a read-only bind. A red team renamed ``.git`` itself
+(``.git.moved`` kept the read-only binds) and made a new ``.git`` with a
+``core.fsmonitor`` config and hooks, which the host's next ``git status`` in that folder
+ran (as root, the script acting as the folder's owner). Now every folder on the way to a
+protected path is a mount point in the sandbox, so it cannot be renamed or removed; the
+``.git`` file of a worktree (which names the repository git uses) is read-only itself; and
+a protected path a config lists below a subfolder keeps its folder. Level ``none`` is the
+negative control: the same moves succeed there.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import json
 
 import pytest
 
-from .conftest import ATTEMPT, level_engine, level_params
+from .conftest import ATTEMPT, binds, level_engine, level_params
 
-NONE_OR_ISOLATED = [p for p in level_params() if p.values[0] in ("none", "isolated")]
+LEVEL = level_params()
 
 MOVE_ASIDE = ATTEMPT + r"""
 def plant_git():
@@ -47,7 +48,7 @@ print(json.dumps(res))
 """
 
 
-@pytest.mark.parametrize("level", NONE_OR_ISOLATED)
+@pytest.mark.parametrize("level", LEVEL)
 def test_a_protected_paths_folder_cannot_be_moved_aside(level, tmp_path):
     work = tmp_path / "work"
     (work / ".git" / "hooks").mkdir(parents=True)
@@ -68,6 +69,8 @@ def test_a_protected_paths_folder_cannot_be_moved_aside(level, tmp_path):
         assert hooks == ["pre-commit"] and (work / ".git.moved").is_dir(), res
         assert res["rename_out"] == "done", res
         return
+    if not binds(level):
+        pytest.skip("restricted as a non-root host: no mount namespace (docs/confinement.md)")
     assert res["rename_git"] == "OSError", res  # EBUSY: a mount point
     assert not (work / ".git.moved").exists(), res
     assert config == "[core]\n\tbare = false\n" and hooks == [], res
@@ -75,10 +78,11 @@ def test_a_protected_paths_folder_cannot_be_moved_aside(level, tmp_path):
     assert res["replace_results"] != "done" and results.read_text() == "real\n", res
 
 
-@pytest.mark.parametrize("level", NONE_OR_ISOLATED)
+@pytest.mark.parametrize("level", LEVEL)
 def test_a_worktrees_git_file_stays_as_it_was(level, tmp_path):
     """In a worktree ``.git`` is a file naming the repository: git follows it, so it is
-    pinned read-only at ``isolated`` (written, swapped for a folder, removed: refused)."""
+    pinned read-only where the level binds (written, swapped for a folder, removed:
+    refused)."""
     work = tmp_path / "work"
     work.mkdir(mode=0o777)
     work.chmod(0o777)
@@ -93,6 +97,8 @@ def test_a_worktrees_git_file_stays_as_it_was(level, tmp_path):
         assert res["write"] == "done" and res["swap"] == "done", res
         assert (work / ".git").is_dir(), res
         return
+    if not binds(level):
+        pytest.skip("restricted as a non-root host: no mount namespace (docs/confinement.md)")
     assert set(res.values()) == {"OSError"}, res
     assert (work / ".git").read_text() == pointer and not (work / ".git.old").exists()
 
@@ -115,12 +121,11 @@ print(json.dumps(res))
 """
 
 
-#: each level, and ``isolated`` again with ``workdir_as_owner`` (the script then acts as
-#: the folder's owner, whose files git trusts)
-OWNER_CASES = [pytest.param(p.values[0], False, marks=p.marks, id=p.id)
-               for p in level_params()] + [
-    pytest.param(p.values[0], True, marks=p.marks, id=f"{p.id}-as-owner")
-    for p in NONE_OR_ISOLATED if p.values[0] == "isolated"]
+#: each level as by default (the script acts as the folder's owner, whose files git
+#: trusts), and the sandboxed ones again with ``workdir_as_owner: false`` (its slot uid)
+OWNER_CASES = [pytest.param(p.values[0], True, marks=p.marks, id=p.id) for p in LEVEL] + [
+    pytest.param(p.values[0], False, marks=p.marks, id=f"{p.id}-slot-uid")
+    for p in LEVEL if p.values[0] != "none"]
 
 
 @pytest.mark.parametrize(("level", "owner"), OWNER_CASES)
@@ -130,9 +135,10 @@ def test_nothing_in_git_is_written_for_the_script(level, owner, tmp_path):
     repository. A red team had ``write_file`` (the host's, as root) write them and the
     host's ``git status`` ran the planted ``core.fsmonitor``. The tools never write
     anything of a ``.git`` (there or not, at any depth) at a confined level; at
-    ``isolated`` all of the root's ``.git`` and each submodule's ``.git`` file (where the
-    repository's config says its work tree is) are read-only to the script too (as the
-    folder's owner as well), and the submodule's folder cannot be moved."""
+    ``isolated`` and ``restricted`` (as root) all of the root's ``.git`` and each
+    submodule's ``.git`` file (where the repository's config says its work tree is) are
+    read-only to the script too (as the folder's owner as well), and the submodule's folder
+    cannot be moved."""
     work = tmp_path / "work"
     (work / ".git").mkdir(parents=True)
     (work / ".git" / "config").write_text("[core]\n")
@@ -159,7 +165,7 @@ def test_nothing_in_git_is_written_for_the_script(level, owner, tmp_path):
     assert set(tools.values()) == {"error"}, res
     assert not (work / ".git" / "x").exists() and not (work / "fresh" / ".git").exists()
     assert not (work / "vendored" / ".git" / "config").exists(), res
-    if level == "isolated":  # EROFS (read-only binds), EBUSY (a mount point)
+    if binds(level):  # EROFS (read-only binds), EBUSY (a mount point)
         assert set(direct.values()) == {"OSError"}, res
         assert (work / "sub" / ".git").read_text() == "gitdir: ../.git/modules/sub\n", res
         assert sorted(p.name for p in (work / ".git").iterdir()) == ["config", "modules"]

@@ -1,8 +1,9 @@
 """Red team: a hostile cell against its session kernel and the host.
 
-* **Output after the end marker**: a cell can find its own cell's end marker (it is in
-  the kernel's frame) and write it early, then flood stdout: the host keeps every byte
-  after the marker for the next cell. That must stay bounded on the host.
+* **Output after the end marker**: a cell can find its own cell's end marker (by
+  searching the runtime's closures for its end secret) and write it early, then flood
+  stdout: the host keeps every byte after the marker for the next cell. That must stay
+  bounded on the host.
 * **A process a cell's leftover thread starts after the cell ended** (so the cell's own
   end did not kill it): closing the session, and the idle reaper, must end it.
 * **Two callers on one session**: both get exactly one result, one after the other.
@@ -39,12 +40,16 @@ def _engine(level: str, **over: object) -> Engine:
     return Engine(cfg)
 
 
+# the marker is no longer in the cell's frames (its end secret is taken after the cell's
+# code returns: test_redteam_cell_end.py); code that searches the runtime's closures still
+# finds it, and what it writes past the marker must stay bounded on the host
 FLOOD_AFTER_MARKER = """
 import os, sys
-f = sys._getframe()
-while f is not None and "marker" not in f.f_locals:
-    f = f.f_back
-os.write(1, f.f_locals["marker"])
+finish = sys.modules["_execengine.kernel"]._finish
+ends = next(c.cell_contents for c in finish.__closure__
+            if isinstance(c.cell_contents, dict))
+cell = max(ends)
+os.write(1, ("\\0execengine-cell-%d-%s\\0" % (cell, ends[cell])).encode())
 chunk = b"A" * 65536
 for _ in range({chunks}):
     os.write(1, chunk)

@@ -5,10 +5,10 @@ After a clone without ``--recurse-submodules`` the submodule's folder is empty a
 the empty folder and made ``sub/.git`` a repository of the script's own, with a
 ``core.fsmonitor`` command: the host's next ``git status`` in the working directory entered
 it (with ``GIT_DIR`` set, so git's ownership check did not apply) and ran the command as
-root. The policy now reads the gitlinks from the index: at ``isolated`` an unpopulated
-submodule's folder is a read-only bind (it cannot be removed, nor written), and the tools
-never write there at any confined level. The test runs the host's real ``git status``;
-level ``none`` is the negative control (the planted command runs).
+root. The policy now reads the gitlinks from the index: at ``isolated`` (and ``restricted``
+as root) an unpopulated submodule's folder is a read-only bind (it cannot be removed, nor
+written), and the tools never write there at any confined level. The test runs the host's
+real ``git status``; level ``none`` is the negative control (the planted command runs).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ import pytest
 
 from execengine.confine.policy import gitlinks
 
-from .conftest import ATTEMPT, level_engine, level_params
+from .conftest import ATTEMPT, binds, level_engine, level_params
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
-NONE_OR_ISOLATED = [p for p in level_params() if p.values[0] in ("none", "isolated")]
+LEVEL = level_params()
 #: git reads no user or system configuration here
 GIT_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_CONFIG_GLOBAL": os.devnull, "HOME": "/nonexistent",
@@ -86,7 +86,7 @@ print(json.dumps(res))
 """
 
 
-@pytest.mark.parametrize("level", NONE_OR_ISOLATED)
+@pytest.mark.parametrize("level", LEVEL)
 def test_an_unpopulated_submodule_cannot_be_planted(level, tmp_path):
     work = _clone_with_a_submodule(tmp_path)
     work.chmod(0o777)  # the sandbox uid may write the working directory
@@ -100,27 +100,30 @@ def test_an_unpopulated_submodule_cannot_be_planted(level, tmp_path):
     if level == "none":  # the negative control: the host's git status runs it
         assert res == {"plant": "done", "tool": "done"} and marker.exists(), res
         return
+    if not binds(level):
+        pytest.skip("restricted as a non-root host: no mount namespace (docs/confinement.md)")
     assert res["plant"] == "OSError" and res["tool"] == "error", res
     assert not marker.exists() and sorted(os.listdir(work / "sub")) == [], res
 
 
-@pytest.mark.parametrize("level", NONE_OR_ISOLATED)
+@pytest.mark.parametrize("level", LEVEL)
 def test_git_that_writes_in_the_sandbox_is_refused_with_a_hint(level, tmp_path):
-    """At ``isolated`` the repository's ``.git`` is read-only to the script's own git too
-    (which works on the folder's repository only as its owner, ``workdir_as_owner``: else
-    git refuses a repository of another uid): a ``git add`` fails, and the result says why
-    and what to do; at ``none`` it works."""
+    """At ``isolated`` and ``restricted`` (as root) the repository's ``.git`` is read-only
+    to the script's own git too (which works on the folder's repository as its owner): a
+    ``git add`` fails, and the result says why and what to do; at ``none`` it works."""
     work = _clone_with_a_submodule(tmp_path)
     work.chmod(0o777)
     code = ("import subprocess\n(open('new.txt', 'w')).write('x')\n"
             f"r = subprocess.run(['git', 'add', 'new.txt'], env={GIT_ENV!r}, "
             "capture_output=True, text=True)\nprint(r.returncode, r.stderr.strip())\n")
-    with level_engine(level, **{"code_execution.workdir_as_owner": True}) as engine:
+    with level_engine(level) as engine:
         r = engine.execute(code, cwd=str(work))
     assert r.status == "success", (r.error, r.output, r.stderr)
     staged = git(work, "diff", "--cached", "--name-only").split()
     if level == "none":
         assert r.output.startswith("0") and staged == ["new.txt"] and r.hint is None, r
         return
+    if not binds(level):
+        pytest.skip("restricted as a non-root host: no mount namespace (docs/confinement.md)")
     assert "Read-only file system" in r.output and staged == [], r
     assert r.hint is not None and ".git is read-only in the sandbox" in r.hint, r

@@ -6,9 +6,10 @@
    a daemon behind, floods the bridge with connections, and asks ``terminal`` what it sees;
    one launcher shared by an allow-list engine and a network-off engine must never hand one
    the other's warm entry.
-2. ``isolated`` no longer id-maps the working directory to its owner: the owner's private
-   files stay private (read directly, through a hard link, a symlink, ``terminal`` and the
-   file tools), a setuid file cannot be left behind, the execution's ACL grants go away.
+2. The sandbox acts in its working directory as the folder's owner (an id-mapped bind),
+   never as more: private files of another uid there (root's 0600 file in a user's
+   project) stay private (read directly, through a hard link, a symlink, ``terminal`` and
+   the file tools), a setuid file cannot be left behind, no ACL entry is left.
 3. The child's RPC client keeps a reply buffered until handed on: a tool call made from a
    signal handler is answered. (Under storms of raising handlers, threads and asyncio
    tasks calling, no call got another call's reply, but calls often went unanswered: an
@@ -42,7 +43,6 @@ from .conftest import ATTEMPT, _uid_processes, level_params, wait_until
 
 LEVEL = level_params()
 NONE_OR_RESTRICTED = [p for p in LEVEL if p.values[0] in ("none", "restricted")]
-NONE_OR_ISOLATED = [p for p in LEVEL if p.values[0] in ("none", "isolated")]
 
 
 def _last_json(output: str) -> dict:
@@ -313,7 +313,7 @@ def _host_ifaces() -> list[str]:
         return sorted(x.split(":")[0].strip() for x in fh.readlines()[2:])
 
 
-# -- 2. isolated: the working directory is no longer the owner's inside ------------------
+# -- 2. the working directory is the owner's inside, and no more than the owner's ---------
 
 WORKDIR_PROBE = ATTEMPT + r"""
 from hermes_tools import terminal
@@ -356,15 +356,20 @@ def _special_bits(root) -> list[str]:
     return sorted(out)
 
 
+#: the working directory's owner: a uid of no account (the script acts as it there)
+OWNER = 4242
+
+
 def _private_workdir(tmp_path):
-    """A working directory holding the owner's private files: a 0600 file, and one in a
-    0700 folder (``~/.ssh`` when the working directory is a home)."""
+    """A user's working directory holding root's private files: a 0600 file, and one in a
+    0700 folder. The script acts there as the folder's owner, which may not read them."""
     work = tmp_path / "work"
     (work / "private").mkdir(parents=True)
     (work / "private").chmod(0o700)
     for path in (work / "top.key", work / "private" / "key"):
         path.write_text("SECRET")
         path.chmod(0o600)
+    os.chown(work, OWNER, OWNER)
     return work
 
 
@@ -375,8 +380,8 @@ def _workdir_config(level: str) -> Config:
         "approvals.mode": "allow"})
 
 
-@pytest.mark.parametrize("level", NONE_OR_ISOLATED)
-def test_isolated_keeps_the_owners_private_files_private(level, tmp_path):
+@pytest.mark.parametrize("level", LEVEL)
+def test_another_uids_private_files_in_the_working_directory_stay_private(level, tmp_path):
     from execengine.isolation import acl
     from execengine.isolation.uids import SANDBOX_GID
 
@@ -386,9 +391,11 @@ def test_isolated_keeps_the_owners_private_files_private(level, tmp_path):
         r = engine.execute(WORKDIR_PROBE, cwd=str(work))
         assert r.status == "success", (r.error, r.output)
         res = _last_json(r.output)
-    # files the script made are the host's to use
+    # files the script made are the host's to use, and the folder's owner's
     assert (work / "made.txt").read_text() == "made"
     (work / "made.txt").write_text("host")
+    if level != "none":
+        assert (work / "made.txt").stat().st_uid == OWNER
     if level == "none":  # the negative control: the same probes see the owner's secrets
         assert res["top"] is True and res["nested"] is True and res["terminal"], res
         assert "suid:" in " ".join(_special_bits(work)), _special_bits(work)
@@ -448,7 +455,7 @@ def test_the_file_tools_read_the_owners_private_files_at_level_none(tmp_path):
 
 
 @pytest.mark.parametrize("level", [p for p in LEVEL if p.values[0] != "none"])
-def test_the_file_tools_keep_the_owners_private_files_private(level, tmp_path):
+def test_the_file_tools_keep_another_uids_private_files_private(level, tmp_path):
     res, leaks = _file_tools_leak(level, tmp_path)
     assert res["direct"] != "read", res  # the sandbox itself is refused
     assert leaks == [], (leaks, res)

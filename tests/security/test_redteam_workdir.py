@@ -1,17 +1,17 @@
 """Red team: a hostile working directory (a batch task's ``cwd``, an API caller's).
 
-A sandbox is granted write access to its working directory itself (an ACL for the
-execution; at ``isolated`` with ``workdir_as_owner`` an id-mapped bind). Given ``/`` or ``/etc``,
-that is renaming ``/usr`` or creating ``/etc/ld.so.preload``: a system folder, or one in a
-denied path, is refused before anything starts (execengine/engine/confinement.py).
+A sandbox acts in its working directory as the folder's owner (an id-mapped bind). Given
+``/`` or ``/etc``, that is renaming ``/usr`` or creating ``/etc/ld.so.preload``: a system
+folder, or one in a denied path, is refused before anything starts
+(execengine/host/confinement.py).
 
 The negative control: an ordinary root-owned 0755 folder as the working directory *is*
 writable by the sandbox (the grant the refusal keeps away from system folders).
 
-The owner's private files inside the working directory (a 0600 file in a 0700 folder:
-``~/.ssh`` when the working directory is a home) stay private at every sandboxed level. An
-id-mapped working directory (``isolated`` with ``workdir_as_owner``, off by default) shows
-them as the sandbox's own: that opt-in is the control here, and it does read them.
+A home folder (or one holding a home's files: ``.ssh``, shell start-up files,
+``.gitconfig``) is refused too, unless ``policy.allow_home_workdir``: there the script,
+as the owner, would read ``~/.ssh`` and plant what the owner's next login runs. With the
+setting (the control) it does read the owner's private key.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from execengine.batch import LocalExecutor
 from execengine.batch.task import Task
 from execengine.config import Config
 from execengine.engine.core import Engine
-from execengine.errors import SandboxError
+from execengine.errors import InvalidArgumentError, SandboxError
 
 from .conftest import level_params
 
@@ -56,10 +56,13 @@ except OSError as exc:
 @pytest.mark.parametrize("level", SANDBOXED)
 def test_a_system_folder_is_never_a_sandboxs_working_directory(level, cwd, tmp_path):
     path = os.path.expanduser(cwd)
+    # a folder that is not there (a host without ~/.ssh) is refused as an argument
+    refused = ((SandboxError, "working directory") if os.path.isdir(path)
+               else (InvalidArgumentError, "does not exist"))
     with Engine(_config(level)) as engine:
-        with pytest.raises(SandboxError, match="working directory"):
+        with pytest.raises(refused[0], match=refused[1]):
             engine.execute(PROBE, cwd=path)
-        with pytest.raises(SandboxError, match="working directory"):
+        with pytest.raises(refused[0], match=refused[1]):
             engine.execute(PROBE, cwd=path, session="s")
         # negative control: an ordinary folder of root's, 0755, is the sandbox's to write
         plain = tmp_path / "project"
@@ -92,31 +95,50 @@ except OSError as exc:
 
 
 @pytest.mark.parametrize("level", LEVEL)
-def test_roots_private_files_in_the_working_directory_stay_private(level, tmp_path):
-    work = tmp_path / "home"
-    work.mkdir()
-    private = work / ".ssh"
-    private.mkdir(mode=0o700)
-    (private / "id_rsa").write_text("PRIVATE KEY\n")
-    (private / "id_rsa").chmod(0o600)
-    with Engine(_config(level)) as engine:
-        r = engine.execute(READ_PRIVATE, cwd=str(work))
-    assert r.status == "success", (r.error, r.stderr)
-    if level == "none":  # negative control: the same uid as the host reads it
-        assert "READ: PRIVATE KEY" in r.output, r.output
-        return
-    assert "PRIVATE KEY" not in r.output and "REFUSED" in r.output, r.output
-
-
-@pytest.mark.parametrize("level", [p for p in SANDBOXED if p.values[0] == "isolated"])
-def test_an_owner_workdir_reads_the_owners_private_files_as_documented(level, tmp_path):
-    """``workdir_as_owner``: the script is the owner inside the working directory, private
-    files included (the documented price of editing the owner's files in place)."""
+@pytest.mark.parametrize("marker", [".ssh/id_rsa", ".bashrc", ".gitconfig", ".profile"])
+def test_a_home_folder_is_refused_unless_allowed(level, marker, tmp_path):
+    """A folder holding what a home holds is refused at every sandboxed level, with the
+    setting that allows it named; allowed, the script reads the owner's private key there
+    (it acts as the owner). At level ``none`` (the negative control) nothing is refused:
+    the script is the engine's own uid, and reads it."""
     work = tmp_path / "home"
     (work / ".ssh").mkdir(parents=True, mode=0o700)
     (work / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
     (work / ".ssh" / "id_rsa").chmod(0o600)
-    with Engine(_config(level, **{"code_execution.workdir_as_owner": True})) as engine:
-        r = engine.execute(READ_PRIVATE, cwd=str(work))
+    if marker != ".ssh/id_rsa":
+        (work / marker).write_text("# start-up\n")
+        (work / ".ssh" / "id_rsa").rename(work / "id_rsa")
+        (work / ".ssh").rmdir()
+        code = READ_PRIVATE.replace(".ssh/id_rsa", "id_rsa")
+    else:
+        code = READ_PRIVATE
+    with Engine(_config(level)) as engine:
+        if level == "none":
+            r = engine.execute(code, cwd=str(work))
+            assert "READ: PRIVATE KEY" in r.output, (r.error, r.output)
+            return
+        for session in (None, "s"):
+            with pytest.raises(SandboxError, match="policy.allow_home_workdir") as info:
+                engine.execute(code, cwd=str(work), session=session)
+            assert marker.split("/")[0] in str(info.value)
+    with Engine(_config(level, **{"policy.allow_home_workdir": True})) as engine:
+        r = engine.execute(code, cwd=str(work))
     assert r.status == "success", (r.error, r.stderr)
     assert "READ: PRIVATE KEY" in r.output, r.output
+
+
+@pytest.mark.parametrize("level", SANDBOXED)
+def test_a_users_home_and_a_folder_holding_one_are_refused(level, tmp_path, monkeypatch):
+    """The engine's own home (``~``), and a folder a home lies in, are refused although
+    they hold no start-up file."""
+    home = tmp_path / "users" / "someone"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    with Engine(_config(level)) as engine:
+        for cwd in (home, home.parent):
+            with pytest.raises(SandboxError, match="home folder.*policy.allow_home_workdir"):
+                engine.execute(PROBE, cwd=str(cwd))
+        other = tmp_path / "project"
+        other.mkdir()
+        r = engine.execute(PROBE, cwd=str(other))  # the control: an ordinary folder
+    assert r.status == "success" and "WROTE" in r.output, (r.error, r.output)

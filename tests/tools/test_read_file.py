@@ -11,7 +11,6 @@ import pytest
 from execengine.config import Config, load_config
 from execengine.context import CallContext
 from execengine.registry import ToolRegistry
-from execengine.workdirs import WORKDIRS, TaskDirs
 
 
 @pytest.fixture
@@ -68,7 +67,7 @@ def test_relative_paths_follow_the_task_directory(reg, home):
     sub.mkdir()
     (sub / "here.txt").write_text("in sub\n")
     assert "error" in read(reg, path="here.txt")
-    reg.service(WORKDIRS, TaskDirs).set("T1", str(sub))
+    reg.services.workdirs.set("T1", str(sub))
     out = json.loads(reg.dispatch("read_file", {"path": "here.txt"}, task_id="T1"))
     assert out["content"] == "     1|in sub"
     explicit = json.loads(reg.dispatch("read_file", {"path": "here.txt"},

@@ -14,7 +14,6 @@ from execengine.approval.approver import Answer, ApprovalRequest, Decision
 from execengine.config import Config
 from execengine.context import CallContext
 from execengine.registry import ToolRegistry
-from execengine.workdirs import WORKDIRS, TaskDirs
 from tests.terminal.conftest import procs_with
 
 
@@ -43,7 +42,7 @@ def test_foreground_shape_and_sticky_cd_per_task(reg, tmp_path) -> None:
     assert call(reg, "terminal", command="pwd")["output"] == f"{tmp_path / 'sub'}\n"
     assert call(reg, "terminal", task="t2", command="pwd")["output"] == f"{tmp_path}\n"
     # the file tools see the same directory
-    assert reg.service(WORKDIRS, TaskDirs).get("t1") == str(tmp_path / "sub")
+    assert reg.services.workdirs.get("t1") == str(tmp_path / "sub")
     # workdir runs one command elsewhere without moving the task
     assert call(reg, "terminal", command="pwd", workdir="/")["output"] == "/\n"
     assert call(reg, "terminal", command="pwd")["output"] == f"{tmp_path / 'sub'}\n"

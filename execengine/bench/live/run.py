@@ -1,5 +1,5 @@
 """The live benchmark: a real model does each task, choosing its own calls or writing its own
-script, over N runs per task and mode.
+script, over N runs per task and mode, beside the oracle's bound for the same tasks.
 
 Modes: ``tools`` offers the workflow's tools; ``code`` offers them and ``execute_code``,
 with a system prompt that suggests a script for multi-step work. Every tool call goes
@@ -7,6 +7,11 @@ through the real dispatcher on the generated fixtures. Recorded per run: the pro
 usage summed over the run's requests (prompt, cached, cache writes, completion, reasoning),
 model calls, tool calls, retried requests, tool errors, and whether the final answer equals
 the expected one (the last JSON value of the model's final message).
+
+The report (:func:`beside_oracle`) puts each task's live figures beside the oracle's: the
+cheapest hand-written plan for ``tools``, the cheapest script for ``code``, run on fixtures
+of the same seed, counted with ``o200k_base`` and priced with the same sheet. Prompts match
+the live ones in shape (the ``minimal`` prefix: a short system prompt and the task's tools).
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execengine.bench import compare
+from execengine.bench.compare import Billing, interval
 from execengine.bench.fixtures import Fixtures
 from execengine.bench.live.providers import Provider, Usage, make_provider, resolve_api
-from execengine.bench.report import interval
-from execengine.bench.runner import bench_overrides
+from execengine.bench.runner import DEFAULT_SEED, MINIMAL, Prefix, bench_overrides, run_suite
 from execengine.bench.workflow import Workflow, normalize
 from execengine.cli._common import config_from
 from execengine.cli._common import table as render
@@ -38,7 +44,6 @@ if TYPE_CHECKING:
     import argparse
 
     from execengine.bench.cost import Prices, PriceSheet
-    from execengine.bench.fixtures import Fixtures
     from execengine.registry import ToolRegistry
 
 MODES = ("tools", "code")
@@ -67,12 +72,6 @@ class Run:
     seconds: float = 0.0
 
 
-def task_text(wf: Workflow, fx: Fixtures) -> str:
-    shape = f" Shape: {wf.answer_format}." if wf.answer_format else ""
-    return (f"{wf.task_for(fx)}\n\nWhen you are done, give the answer as JSON on the last "
-            f"line of your final message, and nothing after it.{shape}")
-
-
 def final_answer(text: str) -> Any:
     """The last JSON value of the model's final message (a line, or a fenced block)."""
     for line in reversed([ln.strip().strip("`") for ln in text.strip().splitlines()]):
@@ -92,7 +91,7 @@ def run_once(provider: Provider, registry: ToolRegistry, fx: Fixtures, wf: Workf
         fx.reset_project()
     toolsets = [*wf.toolsets, *(["code_execution"] if mode == "code" else [])]
     tools = registry.get_tool_definitions(enabled_toolsets=toolsets)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": task_text(wf, fx)}]
+    messages: list[dict[str, Any]] = [{"role": "user", "content": wf.prompt(fx)}]
     started = time.perf_counter()
     try:
         for _ in range(max_turns):
@@ -208,11 +207,12 @@ def summarize_live(runs: Sequence[Run], sheet: PriceSheet, *, model: str = "",
 
 def run_live(provider: Provider, workflows: Sequence[Workflow], *, runs: int = 3,
              modes: Sequence[str] = MODES, max_turns: int = 40,
-             config: Any = None, progress: Callable[[Run], None] | None = None) -> list[Run]:
-    """Every workflow, in every mode, ``runs`` times, on fresh fixtures."""
+             config: Any = None, progress: Callable[[Run], None] | None = None,
+             seed: int = DEFAULT_SEED) -> list[Run]:
+    """Every workflow, in every mode, ``runs`` times, on fresh fixtures (from ``seed``)."""
 
     out: list[Run] = []
-    with Fixtures() as fx:
+    with Fixtures(seed=seed) as fx:
         cfg = (config or Config()).with_overrides(bench_overrides(fx))
         with ToolRegistry.with_builtins(cfg, plugins=False) as registry, \
                 Engine(cfg, registry):  # runs the registry's execute_code calls
@@ -224,6 +224,54 @@ def run_live(provider: Provider, workflows: Sequence[Workflow], *, runs: int = 3
                         if progress is not None:
                             progress(run)
     return out
+
+
+def oracle_figures(rows: Sequence[Mapping[str, Any]], billing: Billing,
+                   prefix: str = MINIMAL.name) -> dict[str, Any]:
+    """Per workflow, the oracle's cheapest plan (``tools``) and cheapest script (``code``)."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        (bs, base), (ps, prog) = compare.pair(r, "best", prefix, billing)
+        out[r["workflow"]] = {
+            mode: {"strategy": strategy, "cost": round(billing.dollars(fig), 6),
+                   "prompt_tokens": fig["input_tokens"], "completion_tokens": fig["output_tokens"]
+                   + billing.reasoning_tokens * fig["round_trips"],
+                   "model_calls": fig["round_trips"]}
+            for mode, strategy, fig in (("tools", bs, base), ("code", ps, prog))}
+        out[r["workflow"]]["code_vs_tools"] = round(
+            compare.saving(out[r["workflow"]]["tools"]["cost"],
+                           out[r["workflow"]]["code"]["cost"]), 4)
+    return out
+
+
+def beside_oracle(live: Mapping[str, Any], oracle: Mapping[str, Any]) -> dict[str, Any]:
+    """The live figures per workflow and mode next to the oracle's, and the two savings."""
+    out: dict[str, Any] = {}
+    for name, modes in live["by_workflow"].items():
+        o = oracle.get(name)
+        if o is None:
+            continue
+        entry: dict[str, Any] = {}
+        for mode, s in modes.items():
+            entry[mode] = {"success_rate": s["success_rate"],
+                           "live_cost": s["cost"]["mean"], "oracle_cost": o[mode]["cost"],
+                           "live_prompt_tokens": s["prompt_tokens"]["mean"],
+                           "oracle_prompt_tokens": o[mode]["prompt_tokens"],
+                           "live_reasoning_tokens": s["reasoning_tokens"]["mean"],
+                           "live_model_calls": s["model_calls"]["mean"],
+                           "oracle_model_calls": o[mode]["model_calls"],
+                           "oracle_strategy": o[mode]["strategy"]}
+        if {"tools", "code"} <= set(modes):
+            t, c = modes["tools"]["cost"]["mean"], modes["code"]["cost"]["mean"]
+            entry["code_vs_tools"] = {"live": round(compare.saving(t, c), 4),
+                                      "oracle_bound": o["code_vs_tools"]}
+        out[name] = entry
+    return out
+
+
+def _cost_saving(by_workflow: Mapping[str, Any], key: str) -> float:
+    return compare.saving(sum(w["tools"][key] for w in by_workflow.values()),
+                          sum(w["code"][key] for w in by_workflow.values()))
 
 
 def table(summary: Mapping[str, Any]) -> str:
@@ -252,13 +300,37 @@ def table(summary: Mapping[str, Any]) -> str:
         v = summary["code_vs_tools"]
         out.append(f"code against tools: prompt tokens {v['prompt_tokens']:.1%}, cost "
                    f"{v['cost']:.1%}, model calls {v['model_calls']:.1%} saved")
+    beside = summary.get("beside_oracle") or {}
+    if beside:
+        rows = []
+        for name, e in beside.items():
+            for mode in MODES:
+                if mode in e:
+                    m = e[mode]
+                    rows.append([name, mode, f"{m['success_rate']:.0%}",
+                                 f"{m['live_cost']:.4f}", f"{m['oracle_cost']:.4f}",
+                                 f"{m['live_prompt_tokens']:,.0f}",
+                                 f"{m['oracle_prompt_tokens']:,}",
+                                 f"{m['live_model_calls']:.1f}", str(m["oracle_model_calls"])])
+        out += ["", "beside the oracle (hand-written plans and scripts, no model: an upper bound "
+                "on what execute_code saves; its tokens are o200k_base counts):",
+                render(rows, ["workflow", "mode", "right", "live $", "oracle $", "live prompt",
+                              "oracle prompt", "live calls", "oracle calls"])]
+        both = {n: e for n, e in beside.items() if "code_vs_tools" in e}
+        if both:
+            live = _cost_saving({n: {m: {"c": e[m]["live_cost"]} for m in MODES}
+                                 for n, e in both.items()}, "c")
+            bound = _cost_saving({n: {m: {"c": e[m]["oracle_cost"]} for m in MODES}
+                                  for n, e in both.items()}, "c")
+            out.append(f"cost saved by code against tools over these tasks: live {live:.1%}, "
+                       f"oracle bound {bound:.1%}")
     return "\n".join(out)
 
 
 def run_live_cli(args: argparse.Namespace, workflows: Sequence[Workflow],
-                 prices: Prices) -> int:
-
-
+                 prices: Prices, *, prefixes: Sequence[Prefix] = (MINIMAL,)) -> int:
+    """``bench tokens --model``: the live runs, then the oracle on the same tasks beside
+    them."""
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -280,10 +352,20 @@ def run_live_cli(args: argparse.Namespace, workflows: Sequence[Workflow],
                   f"{'right' if r.success else 'WRONG'}  {r.usage.prompt:,} prompt tokens"
                   + (f"  ({r.error[:80]})" if r.error else ""), file=sys.stderr, flush=True)
 
+    config = config_from(args)
     runs = run_live(provider, workflows, runs=args.runs, modes=modes, max_turns=args.max_turns,
-                    config=config_from(args), progress=progress)
-    summary = summarize_live(runs, prices.sheet(args.price), model=args.model,
-                             as_of=prices.as_of)
+                    config=config, progress=progress, seed=args.seed)
+    sheet = prices.sheet(args.price)
+    summary = summarize_live(runs, sheet, model=args.model, as_of=sheet.retrieved)
+    oracle = run_suite(workflows, config=config, encoding="o200k_base", prefixes=prefixes,
+                       seed=args.seed)
+    billing = Billing(sheet, "warm", args.reasoning_tokens)
+    figures = oracle_figures([compare.row(r) for r in oracle.results], billing)
+    summary["oracle"] = {"about": "hand-written plans and scripts, no model (an upper bound)",
+                         "prefix": MINIMAL.name, "encoding": "o200k_base",
+                         "reasoning_tokens_per_call": billing.reasoning_tokens,
+                         "right": all(r.agree for r in oracle.results), "by_workflow": figures}
+    summary["beside_oracle"] = beside_oracle(summary, figures)
     text = json.dumps(summary, indent=2, ensure_ascii=False)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")

@@ -1,5 +1,6 @@
-"""The built-in workflows: six in each of the four families (5 to 100 tool calls each), and
-eight small ones (1-3 calls, or one shell command) where execute_code does not pay."""
+"""The built-in workflows: six or seven in each of the four families (5 to 100 tool calls
+each, most with a shell strategy beside the naive one), and four small ones (1-3 calls) where
+execute_code does not pay."""
 
 from __future__ import annotations
 

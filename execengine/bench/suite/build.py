@@ -1,4 +1,7 @@
-"""Build-and-test loops: run the tests, parse failures, read (and fix) the failing files."""
+"""Build-and-test loops: run the tests, parse failures, read (and fix) the failing files.
+
+Naive strategies read and patch with the file tools; shell ones filter the test output with
+``grep`` and edit with ``sed -i``."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.helpers import failing_modules, unnumber
-from execengine.bench.workflow import Plan, Workflow, call
+from execengine.bench.workflow import Plan, Strategy, Workflow, call
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
@@ -19,6 +22,10 @@ ALL_FILES = "find proj -name '*.py' | LC_ALL=C sort"
 BUG = "sum(prices) * (1 + tax) - 1)"
 FIXED = "sum(prices) * (1 + tax))"
 BUGGY_LINE = "return round_money(sum(prices) * (1 + tax) - 1)  # off by one"
+#: the test run, only its FAIL/ERROR lines
+FAILS = RUN_TESTS + " | grep -E '^(FAIL|ERROR):' | LC_ALL=C sort -u"
+#: the fix as a sed expression (the same edit as the patch of BUG to FIXED)
+SED_FIX = "sed -i 's/(1 + tax) - 1)/(1 + tax))/'"
 
 # How a script finds the failing test modules in unittest's output, and the module a test
 # exercises (its own code; a script carries only what it uses).
@@ -43,6 +50,16 @@ def run_one(test_path: str) -> str:
 
 def _out(result: Any) -> str:
     return str(result.get("output", ""))
+
+
+def _shell(plan: Any, script: Any) -> tuple[Strategy, ...]:
+    return (Strategy("shell", plan, script),)
+
+
+def _fails() -> Plan:
+    """The shell strategies' first step: the failing test modules, from one filtered run."""
+    (run,) = yield [call("terminal", command=FAILS)]
+    return failing_modules(_out(run))
 
 
 def _failing(fx: Fixtures) -> list[str]:
@@ -75,9 +92,25 @@ for mod in failing(terminal({RUN_TESTS!r})["output"]):
             break
 print(json.dumps(out))
 """
+    def shell_plan(fx: Fixtures) -> Plan:
+        mods = yield from _fails()
+        files = " ".join(source_of(m) for m in mods)
+        (hits,) = yield [call("terminal", command=f"grep -H 'return round_money(sum(' {files}")]
+        lines = dict(ln.split(":", 1) for ln in _out(hits).splitlines() if ":" in ln)
+        return {m: lines[source_of(m)].strip() for m in mods}
+
+    def shell_script(fx: Fixtures) -> str:
+        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING + \
+            f"""mods = failing(terminal({FAILS!r})["output"])
+files = " ".join(source_of(m) for m in mods)
+hits = terminal("grep -H 'return round_money(sum(' " + files)["output"].splitlines()
+lines = dict(ln.split(":", 1) for ln in hits)
+print(json.dumps({{m: lines[source_of(m)].strip() for m in mods}}))
+"""
     return Workflow("diagnose-failures", FAMILY,
                     "Run the test suite and show the line computing the total in the module "
                     "behind each failing test.", plan, script, toolsets=TOOLSETS,
+                    alternatives=_shell(shell_plan, shell_script),
                     truth=lambda fx: {m: BUGGY_LINE for m in _failing(fx)},
                     answer_format='{"tests.test_<module>": "<the stripped source line>"}')
 
@@ -104,9 +137,28 @@ for mod in failing(terminal({RUN_TESTS!r})["output"]):
 again = failing(terminal({RUN_TESTS!r})["output"])
 print(json.dumps({{"fixed": fixed, "still_failing": again}}))
 """
+    def fix_cmd(paths: list[str]) -> str:
+        return (f"for f in {' '.join(paths)}; do grep -qF {BUG!r} \"$f\" && {SED_FIX} \"$f\" "
+                f"&& echo \"fixed $f\"; done; {FAILS}")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        paths = [source_of(m) for m in (yield from _fails())]
+        (res,) = yield [call("terminal", command=fix_cmd(paths))]
+        out = _out(res)
+        fixed = [ln[len("fixed "):] for ln in out.splitlines() if ln.startswith("fixed ")]
+        return {"fixed": sorted(fixed), "still_failing": failing_modules(out)}
+
+    def shell_script(fx: Fixtures) -> str:
+        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING + \
+            f"""paths = [source_of(m) for m in failing(terminal({FAILS!r})["output"])]
+out = terminal("for f in " + " ".join(paths) + {fix_cmd([])[len("for f in "):]!r})["output"]
+fixed = sorted(ln[6:] for ln in out.splitlines() if ln.startswith("fixed "))
+print(json.dumps({{"fixed": fixed, "still_failing": failing(out)}}))
+"""
     return Workflow("fix-failing-tests", FAMILY,
                     "Run the tests, fix the off-by-one in each failing module, run them again.",
-                    plan, script, toolsets=TOOLSETS, mutates=True,
+                    plan, script, toolsets=TOOLSETS, mutates=True, cluster="fix-tests",
+                    alternatives=_shell(shell_plan, shell_script),
                     truth=lambda fx: {"fixed": sorted("proj/" + p for p in
                                                       fx.truth.failing_tests.values()),
                                       "still_failing": []},
@@ -129,9 +181,18 @@ for path in terminal({TEST_FILES!r})["output"].split():
                               + name + " 2>&1")["output"])
 print(json.dumps(sorted(found)))
 """
-    return Workflow("per-module-tests", FAMILY,
-                    "Run each test module on its own and list the ones that fail.",
-                    plan, script, toolsets=TOOLSETS, truth=_failing,
+    def shell_plan(fx: Fixtures) -> Plan:
+        return (yield from _fails())
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json, re
+from hermes_tools import terminal
+out = terminal({FAILS!r})["output"]
+print(json.dumps(sorted(set(re.findall(r"\\((tests\\.test_\\w+)\\.", out)))))
+"""
+    return Workflow("failing-tests", FAMILY,
+                    "Which test modules fail?", plan, script, toolsets=TOOLSETS, truth=_failing,
+                    alternatives=_shell(shell_plan, shell_script),
                     answer_format='["tests.test_<module>", ...] sorted')
 
 
@@ -157,8 +218,25 @@ paths = terminal({ALL_FILES!r})["output"].split()
 bad = [p for p in paths if terminal("python3 -m py_compile " + p + " 2>&1")["exit_code"] != 0]
 print(json.dumps({{"checked": len(paths), "broken": bad}}))
 """
+    loop = (f"n=0; for f in $({ALL_FILES}); do n=$((n+1)); python3 -m py_compile \"$f\" "
+            "2>/dev/null || echo \"broken $f\"; done; echo \"checked $n\"")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=loop)]
+        lines = _out(res).split("\n")
+        return {"checked": int(next(ln for ln in lines if ln.startswith("checked "))[8:]),
+                "broken": [ln[7:] for ln in lines if ln.startswith("broken ")]}
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+lines = terminal({loop!r})["output"].splitlines()
+print(json.dumps({{"checked": int(lines[-1].split()[1]),
+                  "broken": [ln[7:] for ln in lines if ln.startswith("broken ")]}}))
+"""
     return Workflow("compile-all", FAMILY, "Byte-compile every Python file and list failures.",
                     plan, script, toolsets=TOOLSETS,
+                    alternatives=_shell(shell_plan, shell_script),
                     truth=lambda fx: {"checked": _all_files(fx), "broken": []},
                     answer_format='{"checked": <files>, "broken": ["<path>", ...]}')
 
@@ -194,11 +272,34 @@ print(json.dumps(out))
         return {m: {"functions": len(fx.truth.functions[_name(m)]),
                     "importers": [f"proj/tests/test_{_name(m)}.py"]} for m in _failing(fx)}
 
+    def context_cmd(names: list[str]) -> str:
+        return (f"for n in {' '.join(names)}; do echo \"$n $(grep -c '^def ' proj/shop/$n.py) "
+                "$(grep -rl \"shop.$n \" proj/tests | LC_ALL=C sort | tr '\\n' ' ')\"; done")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        mods = yield from _fails()
+        (res,) = yield [call("terminal", command=context_cmd([_name(m) for m in mods]))]
+        rows = {ln.split()[0]: ln.split()[1:] for ln in _out(res).splitlines() if ln.strip()}
+        return {m: {"functions": int(rows[_name(m)][0]), "importers": rows[_name(m)][1:]}
+                for m in mods}
+
+    def shell_script(fx: Fixtures) -> str:
+        tail = context_cmd([])[len("for n in "):]
+        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING_ONLY + \
+            f"""mods = failing(terminal({FAILS!r})["output"])
+names = [m.split(".")[-1][len("test_"):] for m in mods]
+rows = {{}}
+for line in terminal("for n in " + " ".join(names) + {tail!r})["output"].splitlines():
+    name, count, *importers = line.split()
+    rows[name] = {{"functions": int(count), "importers": importers}}
+print(json.dumps({{m: rows[n] for m, n in zip(mods, names)}}))
+"""
     return Workflow("failure-context", FAMILY,
                     "For each failing test module: how many functions its source defines and "
                     "which test files import it.", plan, script, toolsets=TOOLSETS, truth=truth,
                     answer_format='{"tests.test_<module>": {"functions": <count>, '
-                                  '"importers": ["proj/tests/<file>.py", ...]}}')
+                                  '"importers": ["proj/tests/<file>.py", ...]}}',
+                    alternatives=_shell(shell_plan, shell_script))
 
 
 def fix_loop() -> Workflow:
@@ -234,9 +335,27 @@ for path in terminal({TEST_FILES!r})["output"].split():
                 fixed.append(mod)
 print(json.dumps(sorted(fixed)))
 """
+    def loop_cmd(names: list[str]) -> str:
+        return (f"for n in {' '.join(names)}; do {SED_FIX} proj/shop/$n.py; "
+                "python3 -m unittest discover -s proj/tests -t proj -p test_$n.py 2>&1 "
+                "| grep -qE '^(FAIL|ERROR):' || echo tests.test_$n; done")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        mods = yield from _fails()
+        (res,) = yield [call("terminal", command=loop_cmd([_name(m) for m in mods]))]
+        return sorted(_out(res).split())
+
+    def shell_script(fx: Fixtures) -> str:
+        tail = loop_cmd([])[len("for n in "):]
+        return "import json, re\nfrom hermes_tools import terminal\n" + SCRIPT_FAILING_ONLY + \
+            f"""mods = failing(terminal({FAILS!r})["output"])
+names = [m.split(".")[-1][len("test_"):] for m in mods]
+print(json.dumps(sorted(terminal("for n in " + " ".join(names) + {tail!r})["output"].split())))
+"""
     return Workflow("fix-loop", FAMILY,
                     "Go through the test modules one by one, fixing each failing one until it "
                     "passes.", plan, script, toolsets=TOOLSETS, mutates=True, truth=_failing,
+                    cluster="fix-tests", alternatives=_shell(shell_plan, shell_script),
                     answer_format='["tests.test_<module>", ...] fixed, sorted')
 
 

@@ -1,4 +1,7 @@
-"""Batch refactoring: find call sites, patch them, verify."""
+"""Batch refactoring: find call sites, patch them, verify.
+
+Naive strategies use the file tools (``search_files``, ``read_file``, ``patch``) call by call;
+shell ones let ``grep`` count and ``sed -i`` edit, as a shell-savvy agent does."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from execengine.bench.helpers import search_paths, unnumber
-from execengine.bench.workflow import Plan, Workflow, call
+from execengine.bench.workflow import Plan, Strategy, Workflow, call
 
 if TYPE_CHECKING:
     from execengine.bench.fixtures import Fixtures
@@ -20,6 +23,12 @@ MODULES = "find proj/shop -name '*.py' | LC_ALL=C sort"
 COUNT_LEFT = "grep -rc 'legacy_round(x' proj/shop | awk -F: '{s+=$2} END {print s}'"
 TESTS = "python3 -m unittest discover -s proj/tests -t proj 2>&1 | tail -n 1"
 MONEY_FUNCTIONS = ["round_money", "legacy_round", "fetch_config", "load_settings"]
+LEGACY_SED = "sed -i 's/legacy_round(x/round_money(x/g'"
+FETCH_SED = "sed -i 's/fetch_config(\"/load_settings(\"/g'"
+
+
+def _shell(plan: Any, script: Any) -> tuple[Strategy, ...]:
+    return (Strategy("shell", plan, script),)
 
 
 def _lines(result: Any) -> list[str]:
@@ -58,9 +67,22 @@ for path in terminal({LEGACY_FILES!r})["output"].split():
     out[path] = read_file(path)["content"].count("legacy_round(x")
 print(json.dumps(out))
 """
+    count = ("grep -rc 'legacy_round(x' proj/shop --include='*.py' | grep -v ':0$' "
+             "| LC_ALL=C sort")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=count)]
+        return {p: int(n) for p, n in (ln.rsplit(":", 1) for ln in _lines(res))}
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+lines = terminal({count!r})["output"].split()
+print(json.dumps({{p: int(n) for p, n in (ln.rsplit(":", 1) for ln in lines)}}))
+"""
     return Workflow("find-legacy-callers", FAMILY,
                     "How many calls to the deprecated legacy_round does each module make?",
-                    plan, script, toolsets=TOOLSETS,
+                    plan, script, toolsets=TOOLSETS, alternatives=_shell(shell_plan, shell_script),
                     truth=lambda fx: {"proj/" + p: n for p, n in fx.truth.legacy_calls.items()},
                     answer_format='{"proj/shop/<module>.py": <calls>}')
 
@@ -88,9 +110,24 @@ for path in sorted({{m["path"] for m in found}}):
 left = int(terminal({COUNT_LEFT!r})["output"])
 print(json.dumps({{"changed": changed, "remaining": left}}))
 """
+    sed = ("files=$(grep -rl 'legacy_round(x' proj/shop | LC_ALL=C sort); echo \"$files\"; "
+           f"{LEGACY_SED} $files; {COUNT_LEFT}")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=sed)]
+        *changed, left = _lines(res)
+        return {"changed": changed, "remaining": int(left)}
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+*changed, left = terminal({sed!r})["output"].split()
+print(json.dumps({{"changed": changed, "remaining": int(left)}}))
+"""
     return Workflow("rename-legacy-round", FAMILY,
                     "Replace every call of legacy_round with round_money and verify none is left.",
-                    plan, script, toolsets=TOOLSETS, mutates=True,
+                    plan, script, toolsets=TOOLSETS, mutates=True, cluster="rename-call-sites",
+                    alternatives=_shell(shell_plan, shell_script),
                     truth=lambda fx: {"changed": sorted("proj/" + p for p in fx.truth.legacy_calls),
                                       "remaining": 0},
                     answer_format='{"changed": ["proj/shop/<module>.py", ...] sorted, '
@@ -141,9 +178,24 @@ for path, found in sites.items():
 left = terminal({FETCH_SITES!r})["output"].split()
 print(json.dumps({{"patched": patched, "remaining": len(left)}}))
 """
+    sed = (f"{FETCH_SITES} | wc -l; {FETCH_SED} $(grep -rl 'fetch_config(\"' proj/shop); "
+           f"{FETCH_SITES} | wc -l")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=sed)]
+        before, after = (int(n) for n in _lines(res))
+        return {"patched": before - after, "remaining": after}
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+before, after = (int(n) for n in terminal({sed!r})["output"].split())
+print(json.dumps({{"patched": before - after, "remaining": after}}))
+"""
     return Workflow("rename-fetch-config-sites", FAMILY,
-                    "Replace each fetch_config(...) call site with load_settings(...), one "
-                    "site at a time, and verify.", plan, script, toolsets=TOOLSETS, mutates=True,
+                    "Replace each fetch_config(...) call site with load_settings(...) and "
+                    "verify none is left.", plan, script, toolsets=TOOLSETS, mutates=True,
+                    cluster="rename-call-sites", alternatives=_shell(shell_plan, shell_script),
                     truth=lambda fx: {"patched": sum(fx.truth.fetch_calls.values()),
                                       "remaining": 0},
                     answer_format='{"patched": <sites patched>, "remaining": <sites left>}')
@@ -185,9 +237,25 @@ print(json.dumps({{"patches": done, "summary": summary}}))
         return {"patches": len(fx.truth.legacy_calls) + len(fx.truth.fetch_calls),
                 "summary": f"FAILED (failures={2 * len(fx.truth.failing_tests)})"}
 
+    sed = (f"legacy=$({LEGACY_FILES}); fetch=$(grep -rl 'fetch_config(\"' proj/shop "
+           f"| LC_ALL=C sort); {LEGACY_SED} $legacy; {FETCH_SED} $fetch; "
+           "echo $legacy $fetch | wc -w; " + TESTS)
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=sed)]
+        lines = _lines(res)
+        return {"patches": int(lines[0]), "summary": lines[-1]}
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+lines = terminal({sed!r})["output"].strip().splitlines()
+print(json.dumps({{"patches": int(lines[0]), "summary": lines[-1]}}))
+"""
     return Workflow("rename-all-and-test", FAMILY,
                     "Move every module off legacy_round and fetch_config, then run the tests.",
                     plan, script, toolsets=TOOLSETS, mutates=True, truth=truth,
+                    alternatives=_shell(shell_plan, shell_script),
                     answer_format='{"patches": <files patched>, "summary": "<last line of the '
                                   'unittest output>"}')
 
@@ -217,9 +285,22 @@ for path in terminal({MODULES!r})["output"].split():
             done.append(path)
 print(json.dumps(done))
 """
+    sed = (f"for f in $({MODULES}); do head -n 1 \"$f\" | grep -q '[.]\"\"\"$' && "
+           "sed -i '1s/\"\"\"$/ Owner: shop team.\"\"\"/' \"$f\" && echo \"$f\"; done")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=sed)]
+        return _lines(res)
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+print(json.dumps(terminal({sed!r})["output"].split()))
+"""
     return Workflow("add-module-headers", FAMILY,
                     "Add 'Owner: shop team.' to the docstring of every module in proj/shop.",
                     plan, script, toolsets=TOOLSETS, mutates=True, truth=_modules,
+                    alternatives=_shell(shell_plan, shell_script),
                     answer_format='["proj/shop/<module>.py", ...] in path order')
 
 
@@ -239,12 +320,39 @@ for path in terminal({MODULES!r})["output"].split()[:{n}]:
     out[path] = re.findall(r"^ *\\d+\\|def (\\w+)", read_file(path)["content"], re.M)
 print(json.dumps(out))
 """
+    defs = (f"for f in $({MODULES} | head -n {n}); do echo \"== $f\"; "
+            "grep -oE '^def \\w+' \"$f\"; done")
+
+    def shell_plan(fx: Fixtures) -> Plan:
+        (res,) = yield [call("terminal", command=defs)]
+        out: dict[str, list[str]] = {}
+        path = ""
+        for line in _lines(res):
+            if line.startswith("== "):
+                path = line[3:]
+                out[path] = []
+            else:
+                out[path].append(line.removeprefix("def "))
+        return out
+
+    def shell_script(fx: Fixtures) -> str:
+        return f"""import json
+from hermes_tools import terminal
+out = {{}}
+for line in terminal({defs!r})["output"].splitlines():
+    if line.startswith("== "):
+        path = line[3:]
+        out[path] = []
+    elif line.startswith("def "):
+        out[path].append(line[4:])
+print(json.dumps(out))
+"""
     return Workflow(f"inventory-functions-{n}", FAMILY,
                     f"List the functions defined in the first {n} modules of proj/shop "
                     "(sorted by path).", plan, script, toolsets=TOOLSETS,
                     truth=lambda fx: {p: _functions(fx, p) for p in _modules(fx)[:n]},
                     answer_format='{"proj/shop/<module>.py": ["<function>", ...] in source '
-                                  'order}')
+                                  'order}', alternatives=_shell(shell_plan, shell_script))
 
 
 WORKFLOWS = [

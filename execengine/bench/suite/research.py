@@ -1,4 +1,7 @@
-"""Multi-step web research: search, extract pages (up to 20 URLs a call), filter, summarise."""
+"""Multi-step web research: search, extract pages (up to 20 URLs a call), filter, summarise.
+
+Only the web tools are offered (a research agent without a shell), so each has one strategy;
+the local web is on loopback, which a sandboxed shell could not reach anyway."""
 
 from __future__ import annotations
 
@@ -84,7 +87,7 @@ def license_check(topic: str, limit: int) -> Workflow:
 """
     return Workflow(f"license-check-{topic.replace(' ', '-')}-{limit}", FAMILY,
                     f"Search for '{topic}' projects and report the license of the top {limit}.",
-                    plan, script, toolsets=TOOLSETS,
+                    plan, script, toolsets=TOOLSETS, cluster="license-check",
                     truth=lambda fx: {p.title: p.license for p in _hits(fx, topic, limit)},
                     answer_format='{"<project title>": "<license>"}')
 

@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from execengine.engine.capture import OutputCapture
 from execengine.launch.base import Child
+from execengine.launch.capture import OutputCapture
 from execengine.proctree import EndedBy
 
 Reason = Literal["exited", "timeout", "interrupted", "no_hello"]
@@ -29,6 +29,12 @@ READY = b"R"
 TICK = 0.05
 #: bound on draining the pipes after everything was killed
 DRAIN_SECONDS = 2.0
+
+
+def oom_message(memory_mb: int | None, who: str = "Script") -> str:
+    """The kernel's OOM killer ended ``who`` (the script, or one of its processes)."""
+    limit = f"limit {memory_mb} MiB" if memory_mb else "no limit set"
+    return f"{who} was killed: out of memory ({limit}, code_execution.memory_mb)."
 
 
 @dataclass(frozen=True)

@@ -30,13 +30,13 @@ from execengine.confine.domains import DomainPolicy
 from execengine.confine.files import sandbox_may_enter
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
-from execengine.engine.capture import OutputCapture
-from execengine.engine.result import oom_message
-from execengine.engine.supervise import supervise
+from execengine.confine.workdir import refuse_home
 from execengine.errors import SandboxError, TerminalError
 from execengine.fileops.paths import PathGuard
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
+from execengine.launch.capture import OutputCapture
 from execengine.launch.factory import make_launcher
+from execengine.launch.supervise import oom_message, supervise
 from execengine.rpc.channel import make_socket_dir
 from execengine.terminal.backend import (
     INTERRUPTED_EXIT_CODE,
@@ -48,10 +48,6 @@ from execengine.terminal.procs import PWD_FD_MIN, shell_script
 
 if TYPE_CHECKING:
     from execengine.config import Config
-    from execengine.registry import ToolRegistry
-
-#: registry service key of the agent's terminal sandbox
-AGENT_SANDBOX = "terminal_sandbox"
 
 
 def _bash() -> str:
@@ -189,10 +185,11 @@ def _read_pwd(fd: int) -> str | None:
 
 class AgentSandbox:
     """The launcher of the agent's own sandboxed terminal (``terminal.isolation``), one
-    per registry, started on first use and closed with the registry."""
+    per host (:meth:`execengine.host.local.LocalHost.agent_sandbox`), started on first use
+    and closed with the host."""
 
-    def __init__(self, registry: ToolRegistry) -> None:
-        self.registry = registry
+    def __init__(self, config: Config) -> None:
+        self.config = config
         self._lock = threading.Lock()
         self._launcher: Launcher | None = None
         self._proxy: AllowListProxy | None = None
@@ -202,7 +199,7 @@ class AgentSandbox:
 
     @property
     def level(self) -> str:
-        return self.registry.config.terminal.isolation
+        return self.config.terminal.isolation
 
     def launcher(self) -> Launcher | None:
         """None when the agent's terminal is not sandboxed (``terminal.isolation: none``)."""
@@ -212,7 +209,7 @@ class AgentSandbox:
             if self._closed:
                 raise TerminalError("the terminal sandbox is closed")
             if self._launcher is None:
-                config = self.registry.config.with_overrides(
+                config = self.config.with_overrides(
                     {"code_execution.isolation": self.level})
                 self._launcher = make_launcher(config)
             return self._launcher
@@ -223,7 +220,7 @@ class AgentSandbox:
         the process's working directory when the sandbox was made). Fixed: a ``cd``
         elsewhere moves where commands start, never what they may write."""
         if not self._root:
-            base = self.registry.config.terminal.cwd
+            base = self.config.terminal.cwd
             self._root = os.path.abspath(os.path.expanduser(base)) if base else os.getcwd()
         return self._root
 
@@ -232,8 +229,12 @@ class AgentSandbox:
         share one proxy, started on first use."""
         launcher = self.launcher()
         level = launcher.level if launcher is not None else "none"
-        policy = ExecutionPolicy.for_execution(self.registry.config, cwd=self.root,
+        policy = ExecutionPolicy.for_execution(self.config, cwd=self.root,
                                                level=level)
+        home = refuse_home(self.root, policy.allow_home) if level != "none" else None
+        if home is not None:  # its commands would act there as the folder's owner
+            raise TerminalError(home.replace("a sandbox's working directory",
+                                             "the agent's sandboxed terminal's root"))
         if policy.network != "allowlist":
             return policy
         with self._lock:

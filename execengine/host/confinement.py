@@ -1,6 +1,7 @@
-"""The one policy of an execution, and the allow-list proxy that enforces its network rule.
+"""The one policy of a local execution, and the allow-list proxy that enforces its network
+rule (:meth:`execengine.host.local.LocalHost.execution_policy`).
 
-Both a one-shot execution (:mod:`.core`) and a session's kernel (:mod:`.sessions`) hold one
+Both a one-shot execution and a session's kernel hold one
 :class:`~execengine.confine.policy.ExecutionPolicy` for the script and every tool call it
 makes; with ``network: allowlist`` a host-side proxy serves that execution on the loopback
 and on a Unix socket in a private folder (bridged into an ``isolated`` sandbox's own network
@@ -20,10 +21,13 @@ from execengine.confine.beneath import is_beneath
 from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
 from execengine.confine.proxy import AllowListProxy
+from execengine.confine.workdir import refuse_home
 from execengine.errors import SandboxError
 from execengine.fileops.paths import PathGuard
 from execengine.rpc.channel import make_socket_dir
 
+#: the levels whose sandbox is granted access to its working directory
+CONFINING_LEVELS = frozenset({"restricted", "isolated"})
 #: folders a sandbox is never given as its working directory: the engine would grant the
 #: sandbox's uid write access to the folder itself (an ACL for the execution), and with
 #: ``/etc`` that is ``/etc/ld.so.preload``, with ``/`` renaming ``/usr``
@@ -39,12 +43,15 @@ def check_workdir(cwd: str, policy: ExecutionPolicy, guard: PathGuard | None = N
     in a denied path (a batch task's ``cwd`` or an API caller's may be anything).
     ``guard``: the policy's denied paths as the file tools check them (built from
     ``policy`` when not given)."""
-    if policy.level in ("none", "ssh"):
-        return  # the script runs with the caller's own uid (or remotely): nothing granted
+    if policy.level not in CONFINING_LEVELS:
+        return  # the script runs with the caller's own uid: nothing granted
     real = os.path.realpath(cwd)
     if real in SYSTEM_FOLDERS or any(is_beneath(real, t) for t in SYSTEM_TREES):
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it is a "
                            "system folder (the sandbox would be granted write access to it)")
+    home = refuse_home(cwd, policy.allow_home)
+    if home is not None:
+        raise SandboxError(home)
     denied = (guard or PathGuard(policy.denied_paths)).reason(real)
     if denied is not None:
         raise SandboxError(f"refusing {cwd!r} as a sandbox's working directory: it lies "
@@ -52,11 +59,12 @@ def check_workdir(cwd: str, policy: ExecutionPolicy, guard: PathGuard | None = N
 
 
 def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Sequence[str],
-                     stack: contextlib.ExitStack) -> ExecutionPolicy:
+                     stack: contextlib.ExitStack, local: bool = True) -> ExecutionPolicy:
     """The execution's policy; with an allow-list, its proxy is started and closed (its
     folder removed) with ``stack``, and the policy names the proxy's port and socket.
-    Raises :class:`SandboxError` for a working directory no sandbox may be given."""
-    policy = ExecutionPolicy.for_execution(config, cwd=cwd, level=level,
+    Raises :class:`SandboxError` for a working directory no sandbox may be given.
+    ``local=False``: the script and its tools act on another machine (no roots here)."""
+    policy = ExecutionPolicy.for_execution(config, cwd=cwd, level=level, local=local,
                                            extra_writable=tuple(extra_writable))
     # the file tools' guard, resolved once a second for the same denied paths (each
     # launch resolving all 18 of them was the largest item of the host's CPU per launch)

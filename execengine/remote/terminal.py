@@ -22,11 +22,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from execengine._runtime import entry_program
 from execengine.errors import TerminalError
 from execengine.proctree import ProcessSet
-from execengine.remote.host import RemoteHost
 from execengine.remote.launcher import encode_header, remote_env
 from execengine.terminal.backend import (
     INTERRUPTED_EXIT_CODE,
@@ -39,6 +39,9 @@ from execengine.terminal.backend import (
 from execengine.terminal.background import BackgroundTable
 from execengine.terminal.output import HeadTail, Ring, Utf8Stream
 
+if TYPE_CHECKING:
+    from execengine.host.ssh import SshHost
+
 #: the remote shell server's ``python -c`` program (``sandbox/rshell.py``'s ``ENTRY``)
 ENTRY = entry_program("rshell")
 #: exit code reported when the connection failed under a command (as ssh reports it)
@@ -48,7 +51,7 @@ CONNECTION_LOST = 255
 class _Channel:
     """One remote command: the local ssh process, its status lines, its output."""
 
-    def __init__(self, host: RemoteHost, command: str, cwd: str, env: Mapping[str, str],
+    def __init__(self, host: SshHost, command: str, cwd: str, env: Mapping[str, str],
                  pty: bool, grace: float) -> None:
         self.grace = grace
         argv = host.connection.command(host.python_command(ENTRY))
@@ -195,7 +198,7 @@ class _Background:
 class SshBackend(BackgroundTable[_Background], TerminalBackend):
     """Runs commands on the remote of ``host``; does not own the connection."""
 
-    def __init__(self, host: RemoteHost, *, kill_grace: float = 2.0,
+    def __init__(self, host: SshHost, *, kill_grace: float = 2.0,
                  buffer_chars: int = 200_000, max_background: int = 16) -> None:
         self.host = host
         self.kill_grace = kill_grace

@@ -1,0 +1,138 @@
+"""One execution, decided before anything starts: the :class:`ExecutionPlan`.
+
+:meth:`Engine.execute <execengine.engine.core.Engine.execute>` builds a plan with
+:func:`make_plan`, in this one place, whatever runs it: a one-shot child
+(:mod:`.oneshot`) or a cell of a session's kernel (:mod:`.sessions`). The plan holds what
+the caller asked for, checked (code, mode, timeout, tools, working directory), and what
+follows from the engine's configuration (the interpreter, the tools a script may call and
+the ``hermes_tools`` stub rendered from their schemas, MCP servers' groups included). What
+the runners then make of it (a policy, a channel, a child) and how a result is worded is
+shared too (:mod:`.prepare`, :func:`execengine.engine.result.build_result`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from execengine.config import MODES, Mode, checked_timeout
+from execengine.context import CallContext
+from execengine.engine.allowed import allowed_tools, function_schemas, tool_groups
+from execengine.engine.interpreter import choose
+from execengine.engine.staging import SCRIPT_NAME
+from execengine.engine.stub import render_stub
+from execengine.errors import ConfigError, InvalidArgumentError, UnknownToolError, did_you_mean
+
+if TYPE_CHECKING:
+    from execengine.engine.core import Engine
+    from execengine.registry import ToolRegistry
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """What one execution runs, with what, where and for how long."""
+
+    code: str
+    mode: Mode
+    #: the interpreter that runs the script (or the session's kernel)
+    interpreter: str
+    #: the wall-clock limit in seconds
+    timeout: float
+    #: the tools the script may call, sorted; its stub offers exactly these
+    tools: tuple[str, ...]
+    #: the ``hermes_tools`` module the script imports
+    stub: str
+    #: the context of the script's tool calls, before the execution's own fields
+    #: (policy, interrupt, launcher) are added: the caller's, with task and cwd resolved
+    call: CallContext
+    #: set from another thread to stop the script
+    interrupt: threading.Event | None
+    #: the folder the script runs in; "" in strict mode (a private folder per run)
+    workdir: str
+    #: the session whose kernel runs it (None: a one-shot child)
+    session: str | None = None
+    #: start the session's kernel afresh first
+    reset: bool = False
+    #: what tracebacks call a one-shot script's code (the CLI's file name, or
+    #: ``<execute_code>``); a session's cells are ``<cell N>``
+    filename: str = SCRIPT_NAME
+
+    @property
+    def has_code(self) -> bool:
+        return bool(self.code.strip())
+
+
+def make_plan(
+    engine: Engine,
+    code: str,
+    *,
+    task_id: str | None = None,
+    cwd: str | None = None,
+    enabled_toolsets: Iterable[str] | None = None,
+    tools: Iterable[str] | None = None,
+    interrupt: threading.Event | None = None,
+    timeout: float | None = None,
+    mode: str | None = None,
+    context: CallContext | None = None,
+    session: str | None = None,
+    reset: bool = False,
+    filename: str | None = None,
+) -> ExecutionPlan:
+    """The plan of :meth:`Engine.execute`'s arguments; raises for arguments that are wrong
+    (:class:`InvalidArgumentError`, :class:`ConfigError`, :class:`UnknownToolError`), never
+    for what the script will do."""
+    if not isinstance(code, str):
+        what = type(code).__name__
+        hint = " (decode it first, e.g. code.decode('utf-8'))" if isinstance(
+            code, (bytes, bytearray)) else ""
+        raise InvalidArgumentError(f"code must be a str of Python source, got {what}{hint}")
+    ce = engine.config.code_execution
+    chosen = mode or ce.mode
+    if chosen not in MODES:
+        raise ConfigError(f"unknown mode {chosen!r}; expected one of "
+                          f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
+    limit = ce.timeout if timeout is None else checked_timeout(timeout)
+    call = context or CallContext()
+    if interrupt is None:
+        interrupt = call.interrupt  # the context's: "execute_code stops its script"
+    task_id = task_id if task_id is not None else call.task_id
+    cwd = cwd or call.cwd
+    if cwd:
+        cwd = os.path.abspath(cwd)
+        why = engine.host.folder_problem(cwd)
+        if why is not None:
+            raise InvalidArgumentError(f"cwd {cwd!r} {why}: an execution runs in a folder")
+    registry = engine.registry
+    # the availability checks run once: for the names and for their schemas
+    available = registry.available_tools(enabled_toolsets)
+    if tools is not None:
+        tools = _known(registry, tools)
+        up = set(available)
+        available = [t for t in tools if t in up]
+    names = allowed_tools(registry, available=available)
+    stub = render_stub(function_schemas(registry, names, enabled_toolsets, available=available),
+                       groups=tool_groups(registry, names))
+    workdir = "" if chosen == "strict" else (cwd or engine.task_dir(task_id))
+    return ExecutionPlan(
+        code=code, mode=chosen, interpreter=choose(chosen, configured=ce.python),
+        timeout=limit, tools=tuple(names), stub=stub,
+        call=call.replace(task_id=task_id, cwd=cwd or None, interrupt=None),
+        interrupt=interrupt, workdir=workdir, session=session, reset=reset,
+        filename=filename or SCRIPT_NAME)
+
+
+def _known(registry: ToolRegistry, tools: Iterable[str]) -> list[str]:
+    """``tools`` as a list; :class:`UnknownToolError` naming the known tools for any
+    name no tool of the registry has."""
+    if isinstance(tools, str):
+        tools = [tools]
+    names = list(tools)
+    known = sorted(registry.names())
+    unknown = [n for n in names if n not in set(known)]
+    if unknown:
+        first = unknown[0]
+        raise UnknownToolError(f"unknown tool {first!r} in tools="
+                               f"{did_you_mean(first, known)}; known: {', '.join(known)}")
+    return names

@@ -1,0 +1,161 @@
+"""Starting the child of a plan: one path for a one-shot script and a session's kernel.
+
+:func:`launch_child` makes, in order, what every child of an :class:`~.plan.ExecutionPlan`
+needs: the stub's folder, the working directory (the plan's, or the staging folder in
+strict mode), the one policy of the script and its tool calls (the host's), the RPC
+channel, the allow-listed environment and the launch itself at the engine's level; then
+only the child's uid may talk on the channel. :func:`script_context` is the context every
+tool call of the script is dispatched with. What differs between the two runners is
+passed in: the program (``argv``), the descriptors it inherits and its limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from execengine.childenv import build_child_env
+from execengine.confine.policy import ExecutionPolicy
+from execengine.context import CallContext
+from execengine.engine.plan import ExecutionPlan
+from execengine.engine.staging import PROJECT_DIR_VAR, Staging
+from execengine.host.confinement import CONFINING_LEVELS
+from execengine.launch.base import Child, LaunchLimits, LaunchSpec
+from execengine.rpc.channel import CallHandler, Channel
+
+if TYPE_CHECKING:
+    from execengine.engine.core import Engine
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A started child and what it was started with."""
+
+    child: Child
+    channel: Channel
+    policy: ExecutionPolicy
+    #: where it runs
+    workdir: str
+    #: the secret of its RPC channel and the marker of its processes
+    exec_id: str
+
+
+def script_context(engine: Engine, plan: ExecutionPlan, policy: ExecutionPolicy,
+                   workdir: str, ended: object) -> CallContext:
+    """The context of the script's tool calls: its cwd (confined, relative paths start
+    where the script runs; unconfined, the task's unless the caller named one), its policy,
+    the event set when the run ends (a call still running is stopped then) and, in a
+    sandbox, the launcher its terminal commands run through."""
+    launcher = engine.launcher
+    return plan.call.replace(
+        cwd=plan.call.cwd or (workdir if policy.confined else None),
+        policy=policy, interrupt=ended,
+        sandbox_launcher=launcher if launcher.level in CONFINING_LEVELS else None)
+
+
+def limits_for(engine: Engine, timeout: float, policy: ExecutionPolicy, *,
+               cpu_seconds: int | str | None = "default") -> LaunchLimits:
+    """The configured limits of a child; the CPU-time limit is ``code_execution.cpu_seconds``
+    or the timeout's (``cpu_seconds`` given: that, None for none)."""
+    ce = engine.config.code_execution
+    if cpu_seconds == "default":
+        cpu: int | None = ce.cpu_seconds if ce.cpu_seconds is not None else int(timeout) + 1
+    else:
+        cpu = cpu_seconds  # type: ignore[assignment]
+    return LaunchLimits(memory_mb=ce.memory_mb, cpu_seconds=cpu,
+                        max_processes=ce.max_processes, max_file_mb=ce.max_file_mb,
+                        tmp_mb=ce.tmp_mb, network=policy.network == "on",
+                        proxy_port=policy.proxy_port, proxy_socket=policy.proxy_socket,
+                        workdir_as_owner=ce.workdir_as_owner)
+
+
+def path_env(mode: str, stub_dir: str, runtime: str, workdir: str) -> dict[str, str]:
+    """The child's ``PYTHONPATH``: the stub's directory and the runtime first; in
+    project mode the host's PYTHONPATH follows, and the project directory is named
+    apart (``EXECENGINE_PROJECT_DIR``): the runtime puts it last on ``sys.path``, so
+    scripts import the project's packages, but a module left there (a
+    ``sitecustomize.py``, a ``json.py``) cannot run at the next start or stand in for
+    the standard library, a package or the runtime."""
+    parts = [stub_dir, runtime]
+    if mode != "project":
+        return {"PYTHONPATH": os.pathsep.join(parts)}
+    parts.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                 if p and os.path.abspath(p) != os.path.abspath(workdir))
+    return {"PYTHONPATH": os.pathsep.join(dict.fromkeys(parts)), PROJECT_DIR_VAR: workdir}
+
+
+def launch_child(
+    engine: Engine,
+    plan: ExecutionPlan,
+    stack: contextlib.ExitStack,
+    staging: Staging,
+    *,
+    argv: list[str],
+    handler: Callable[[ExecutionPolicy, str], CallHandler] | None,
+    max_tool_calls: int,
+    pass_fds: tuple[int, ...] = (),
+    extra_env: Mapping[str, str] | None = None,
+    cpu_seconds: int | str | None = "default",
+    prestart: bool = False,
+) -> Launched:
+    """Start ``argv`` for ``plan``; what it holds is closed with ``stack``. ``handler``
+    makes the channel's call handler from the policy and working directory (None: the
+    channel starts with no authority, as a kernel's does until a cell opens it)."""
+    ce = engine.config.code_execution
+    exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
+                                 secrets.token_hex(16))
+    stub_dir = stack.enter_context(engine.runtime.stub_dir(plan.stub))
+    workdir = plan.workdir or staging.path
+    # one policy for the script and every tool call it makes (see execengine.confine)
+    policy = engine.host.execution_policy(cwd=workdir, level=engine.launcher.level,
+                                          extra_writable=(staging.path,), stack=stack)
+    channel = stack.enter_context(engine.server.open(
+        exec_id=exec_id, token=token, allowed=plan.tools,
+        handler=handler(policy, workdir) if handler is not None else _refuse,
+        max_tool_calls=max_tool_calls if handler is not None else 0, check_peer=True))
+    if handler is None:
+        channel.close_cell()  # no authority until a cell opens it
+    runtime = engine.runtime.path
+    env = build_child_env(
+        os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
+        extra={
+            **path_env(plan.mode, stub_dir, runtime, workdir),
+            "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
+            "EXECENGINE_RPC_TOKEN": token,
+            "EXECENGINE_EXEC_ID": exec_id,
+            "EXECENGINE_RUN_TOKEN": run_token,
+            # the reference system's names, for scripts and helpers reading them
+            "HERMES_RPC_SOCKET": channel.socket_path,
+            "HERMES_RPC_TOKEN": token,
+            **(extra_env or {}),
+            **policy.proxy_env(),
+        })
+    writable = [workdir, staging.path]
+    writable += [p for p in map(os.path.expanduser, engine.config.policy.writable_roots)
+                 if os.path.isdir(p)]
+    spec = LaunchSpec(
+        argv=argv, env=env, cwd=workdir, run_token=run_token,
+        writable_paths=tuple(dict.fromkeys(writable)),
+        readable_paths=(staging.path, runtime),
+        socket_dir=channel.socket_dir, pass_fds=pass_fds,
+        protected_paths=policy.protected, hidden_paths=policy.denied_paths,
+        limits=limits_for(engine, plan.timeout, policy, cpu_seconds=cpu_seconds),
+        prestart=prestart,
+    )
+    child = engine.launcher.launch(spec)
+    try:
+        # only the child's uid may talk on its socket (SO_PEERCRED, checked first)
+        slot_uid = getattr(child, "uid", None)
+        channel.expect_peer([slot_uid if slot_uid is not None else os.geteuid()])
+    except BaseException:
+        child.close()
+        raise
+    return Launched(child, channel, policy, workdir, exec_id)
+
+
+def _refuse(tool: str, args: dict[str, object]) -> str:
+    return '{"error": "no cell is running"}'

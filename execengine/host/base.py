@@ -1,0 +1,108 @@
+"""The host seam: what a registry's tools and its engine need from where they run.
+
+One :class:`Host` per registry (see :mod:`execengine.host`). The engine asks it for a
+launcher and for each execution's policy; the terminal and file tools ask it for their
+backends; the task directories start at its default working directory. A host is closed
+with the registry that owns it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from execengine.config import Config
+    from execengine.confine.policy import ExecutionPolicy
+    from execengine.fileops.backend import FileBackend
+    from execengine.launch.base import Launcher
+    from execengine.remote.doctor import Check
+    from execengine.terminal.backend import TerminalBackend
+    from execengine.terminal.confined import AgentSandbox
+
+
+class Host(ABC):
+    """Where executions, terminal commands and file operations run."""
+
+    #: the host's name as ``execengine doctor`` and the results show it
+    kind: ClassVar[str] = ""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    # -- what the availability checks ask, before any host is built ----------------------
+
+    @classmethod
+    def terminal_available(cls, config: Config) -> bool | str:
+        """Whether the terminal tools can run (True, or why not)."""
+        return True
+
+    @classmethod
+    def files_available(cls, config: Config) -> bool | str:
+        """Whether the file tools can run (True, or why not)."""
+        return True
+
+    @classmethod
+    def doctor_checks(cls, config: Config) -> list[Check]:
+        """What ``execengine doctor`` checks of this host beyond the isolation layers."""
+        return []
+
+    # -- the engine --------------------------------------------------------------------
+
+    @abstractmethod
+    def new_launcher(self) -> Launcher:
+        """A launcher for an engine; the engine owns it (closing it leaves the host open)."""
+
+    @abstractmethod
+    def execution_policy(self, *, cwd: str, level: str, extra_writable: Sequence[str],
+                         stack: contextlib.ExitStack) -> ExecutionPolicy:
+        """The one policy of an execution in ``cwd`` (its script and every tool call it
+        makes); what it starts (an allow-list proxy) is closed with ``stack``. Raises
+        :class:`~execengine.errors.SandboxError` for a working directory no sandbox may
+        be given."""
+
+    # -- the tools ---------------------------------------------------------------------
+
+    @abstractmethod
+    def terminal_backend(self) -> TerminalBackend:
+        """A new terminal backend (the terminal service owns and closes it)."""
+
+    @abstractmethod
+    def files(self) -> FileBackend:
+        """The file tools' backend (shared; closed with the host)."""
+
+    @abstractmethod
+    def default_cwd(self) -> str:
+        """Where a new task's working directory starts."""
+
+    def folder_problem(self, path: str) -> str | None:
+        """Why ``path`` cannot be an execution's working directory ("does not exist", "is
+        not a directory"), or None (a host that cannot tell cheaply says None: the
+        launch reports it)."""
+        return None
+
+    def agent_sandbox(self) -> AgentSandbox | None:
+        """The sandbox of the agent's own terminal commands (``terminal.isolation``), or
+        None where commands are not sandboxed here."""
+        return None
+
+    def script_command_dir(self, execution_cwd: str | None) -> str | None:
+        """Where a script's terminal command starts when it names no ``workdir``: the
+        execution's working directory (None: the task's, where ``cd`` sticks)."""
+        return execution_cwd
+
+    @property
+    def holds_resources(self) -> bool:
+        """Whether :meth:`close` has something to release (a connection, a sandbox)."""
+        return False
+
+    def close(self) -> None:  # noqa: B027 - most hosts hold nothing to release
+        """Release what the host holds (idempotent)."""
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

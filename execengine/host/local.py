@@ -1,0 +1,91 @@
+"""This machine as the host: executions at the configured isolation level, the local
+terminal (``bash``), file operations in this process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+
+from execengine.config import Config
+from execengine.confine.policy import ExecutionPolicy
+from execengine.fileops.backend import FileBackend, LocalFiles
+from execengine.fileops.calls import local_folder_available
+from execengine.host.base import Host
+from execengine.host.confinement import execution_policy
+from execengine.launch.base import Launcher
+from execengine.launch.factory import make_launcher
+from execengine.terminal.backend import TerminalBackend
+from execengine.terminal.confined import AgentSandbox
+from execengine.terminal.local import LocalBackend
+
+
+class LocalHost(Host):
+    """Runs everything on this machine."""
+
+    kind = "local"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self._lock = threading.Lock()
+        self._files = LocalFiles()
+        self._sandbox: AgentSandbox | None = None
+        self._closed = False
+
+    @classmethod
+    def terminal_available(cls, config: Config) -> bool | str:
+        if os.name != "posix":
+            return "the local terminal needs a POSIX system"
+        if shutil.which("bash") is None:
+            return "bash is not installed"
+        return True
+
+    @classmethod
+    def files_available(cls, config: Config) -> bool | str:
+        return local_folder_available(config)
+
+    def new_launcher(self) -> Launcher:
+        return make_launcher(self.config)
+
+    def execution_policy(self, *, cwd: str, level: str, extra_writable: Sequence[str],
+                         stack: contextlib.ExitStack) -> ExecutionPolicy:
+        return execution_policy(self.config, cwd=cwd, level=level,
+                                extra_writable=extra_writable, stack=stack)
+
+    def terminal_backend(self) -> TerminalBackend:
+        cfg = self.config.terminal
+        return LocalBackend(kill_grace=cfg.kill_grace, buffer_chars=cfg.background_buffer_chars,
+                            max_background=cfg.max_background)
+
+    def files(self) -> FileBackend:
+        return self._files
+
+    def default_cwd(self) -> str:
+        base = self.config.terminal.cwd
+        return os.path.abspath(os.path.expanduser(base)) if base else os.getcwd()
+
+    def folder_problem(self, path: str) -> str | None:
+        if os.path.isdir(path):
+            return None
+        return "is not a directory" if os.path.lexists(path) else "does not exist"
+
+    def agent_sandbox(self) -> AgentSandbox | None:
+        if self.config.terminal.isolation == "none":
+            return None
+        with self._lock:
+            if self._sandbox is None and not self._closed:
+                self._sandbox = AgentSandbox(self.config)
+            return self._sandbox
+
+    @property
+    def holds_resources(self) -> bool:
+        return self._sandbox is not None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            sandbox.close()
