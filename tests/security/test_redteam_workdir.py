@@ -56,7 +56,11 @@ except OSError as exc:
 """
 
 
-@pytest.mark.parametrize("cwd", ["/", "/etc", "/usr/lib", "/var", "~/.ssh"])
+@pytest.mark.parametrize("cwd", ["/", "/etc", "/usr/lib", "/var", "~/.ssh",
+                                 # what root runs later: the next apt run's maintainer
+                                 # scripts, cron's tables, runtime state
+                                 "/var/lib/dpkg/info", "/var/spool/cron/crontabs",
+                                 "/run/lock"])
 @pytest.mark.parametrize("level", SANDBOXED)
 def test_a_system_folder_is_never_a_sandboxs_working_directory(level, cwd, tmp_path):
     path = os.path.expanduser(cwd)
