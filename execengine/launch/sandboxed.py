@@ -444,8 +444,10 @@ class SandboxLauncher(Launcher):
         for p in spec.writable_paths:
             fd = mounts.open_nofollow(p)
             if fd is None:
-                raise SandboxError(f"refusing to launch in {p}: it is gone, or a symbolic "
-                                   "link now (it changed since it was checked)")
+                if not os.path.lexists(p):
+                    continue  # nothing there: nothing to bind (as before)
+                raise SandboxError(f"refusing to launch in {p}: a symbolic link lies on "
+                                   "the way now (it changed since it was checked)")
             try:
                 st = os.fstat(fd)
                 if stat.S_ISDIR(st.st_mode) and owner.can_map(f"/proc/self/fd/{fd}")[0]:
