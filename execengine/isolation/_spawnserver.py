@@ -75,7 +75,7 @@ from typing import Any
 
 from execengine import hostdirs
 from execengine._resources import sandbox_dir
-from execengine.isolation import entry, leftovers, mounts, seccomp
+from execengine.isolation import cgroups, entry, leftovers, mounts, seccomp
 from execengine.isolation.rlimits import PLAN_RLIMITS
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -584,7 +584,12 @@ class Server:
         except OSError:
             pass  # gone already
         tmp = self.sweep.get("tmp")
-        leftovers.sweep(None, self.sweep.get("gid"), tmp)
+        # every cgroup of a dead host too: one it made for an entry it had not asked us to
+        # prepare yet (a refill cut short by its death) is not among ours
+        layout: cgroups.CgroupLayout | None = None
+        with contextlib.suppress(Exception):
+            layout = cgroups.discover()
+        leftovers.sweep(layout, self.sweep.get("gid"), tmp)
         # and the host's own staging, runtime and socket folders (its next start's job)
         hostdirs.sweep(hostdirs.ENGINE_PREFIXES, dict.fromkeys((tmp, "/tmp")))
 
