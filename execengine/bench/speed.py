@@ -136,9 +136,9 @@ def cpu_seconds() -> float:
     """CPU time of this process, its reaped children, and every descendant still there
     (running or a zombie) with what it reaped. Every level counts: at ``isolated`` the
     host has the result from the namespace's init before the init and so the spawner have
-    reaped the execution, so its time is still in those processes then; a forked
-    interpreter's is its keeper's, which the template reaps with ``wait`` (a process the
-    kernel reaps, with SIGCHLD ignored, takes its time with it)."""
+    reaped the execution, so its time is still in those processes then; the template
+    reaps the interpreters it forks with ``wait`` (a process the kernel reaps, with
+    SIGCHLD ignored, takes its time with it)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime

@@ -213,11 +213,11 @@ class Server:
 
     def _fork_request(self, warm: dict[str, Any]) -> socket.socket | None:
         """For an entry whose interpreter is forked from a template (``warm["zygote"]
-        ["fork"]``): ask the template (started if need be) for a keeper for this entry,
-        with what the interpreter applies once forked (uid, gid, rlimits, seccomp) and the
-        entry's cgroup directories; our end of the keeper's socket, which the entry's
-        init uses to hand its namespaces over. None when there is no template (a workload
-        then starts the interpreter, as without one)."""
+        ["fork"]``): ask the template (started if need be) to fork this entry's
+        interpreter, with what the interpreter applies once forked (uid, gid, rlimits,
+        seccomp) and the entry's cgroup directories; our end of the socket on which the
+        entry's init hands its namespaces over to the template. None when there is no
+        template (a workload then starts the interpreter, as without one)."""
         if not _forks(warm):
             return None
         z = warm["zygote"]

@@ -36,7 +36,7 @@ asked for (a warm entry; see :mod:`._spawnserver`):
     wait status there as ``"<status> empty"`` (straight to the host, before the
     namespaces' slow teardown), and exits. It dies with the spawner (PR_SET_PDEATHSIG);
     killing it (pid 1) kills the whole namespace. With a template (:func:`exec_template`)
-    there is no workload: init hands its namespaces to the template's keeper, which forks
+    there is no workload: init hands its namespaces to the template, which forks
     the interpreter into them.
 
 Errors before the plan arrives are sent on the control socket; errors after it are written
@@ -443,7 +443,7 @@ def fork_isolated(netns: bool) -> int:
 
 def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     """As the namespaces' init (pid 1; see :func:`fork_isolated`): build and enter the
-    root, start the interpreter (through the template's keeper, or a workload of ours),
+    root, start the interpreter (through the template, or a workload of ours),
     reap everything, report the execution's status to the host, exit. Never returns."""
     socket.sethostname("sandbox")
 
@@ -460,14 +460,14 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     mounts.prepare_root(root, tmp_mb, zygote["interp"] if zygote else ())
     ruleset = _prepare_landlock(warm, root)
     mounts.enter_root(root)
-    # the interpreter reports to us on this pair (its start, then through its keeper its
+    # the interpreter reports to us on this pair (its start, then through the template its
     # end); without a template, the workload passes the host's status descriptor up on it
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     forked = _zygote_ready(warm, ruleset)
     workload: int | None = None
     if not (forked and warm.get("fork_fd") and _hand_over(warm, theirs, ruleset)):
-        # no template's keeper forks the interpreter into our namespaces: a workload of
-        # ours starts it (the plan then comes to us, as for the keeper's), or runs the plan
+        # no template forks the interpreter into our namespaces: a workload of ours
+        # starts it (the plan then comes to us, as for the template's), or runs the plan
         _close_fork_fd(warm)
         workload = os.fork()
         if workload == 0:
@@ -498,7 +498,7 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
             status = 0
         else:
             status = _reap_until_empty(workload)
-    else:  # an interpreter forked by the template: its keeper reports its end
+    else:  # an interpreter forked by the template: the template reports its end
         status = _await_keeper(ours, pid)
     # Only now, with nothing of the execution left, report the status to the host
     # straight away: exiting waits for the namespaces' teardown (the mount namespace's is
@@ -546,6 +546,8 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
     taken = False
     ready = _received(zygote)
     pid = int(ready[6:]) if ready.startswith(b"ready ") and ready[6:].isdigit() else None
+    if pid is not None and _ended(warm.get("reporter")):
+        pid = None  # its parent, the template, died: nobody would report its end
     if pid is None:
         for fd in mounted:
             os.close(fd)
@@ -571,12 +573,21 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
     return (status if taken else None), pid
 
 
+def _ended(pidfd: int | None) -> bool:
+    """Whether the process of ``pidfd`` has exited (False for None)."""
+    if pidfd is None:
+        return False
+    poller = select.poll()  # never select(): the descriptor may be above 1023
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _await_keeper(keeper: socket.socket, pid: int) -> int:
     """As the namespace's init, for an interpreter forked by the template (``pid``; its
-    parent is its keeper, outside the namespace): wait for the keeper's report of its end,
-    then SIGKILL everything else of the namespace and reap it (what the interpreter left
-    was reparented to us). A keeper that died without a report (killed) leaves the
-    interpreter to our SIGKILL; we wait for it to be gone. Its wait status."""
+    parent is the template, outside the namespace): wait for the template's report of its
+    end, then SIGKILL everything else of the namespace and reap it (what the interpreter
+    left was reparented to us). A template that died without a report (killed) leaves
+    the interpreter to our SIGKILL; we wait for it to be gone. Its wait status."""
     try:
         pidfd: int | None = os.pidfd_open(pid)
     except OSError:
@@ -603,7 +614,7 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
 def _await_alone(timeout: float = 10.0) -> None:
     """As the namespace's init, after the kill: until the namespace's ``/proc`` shows no
     thread but ours that has not exited (or ``timeout``). A child the interpreter made
-    with ``CLONE_PARENT`` has its parent, the keeper, outside the namespace, so ``waitpid``
+    with ``CLONE_PARENT`` has its parent, the template, outside the namespace, so ``waitpid``
     never sees it; killed, it may still be exiting (unmapping a large heap takes tens of
     ms) after the interpreter is gone, with its standard streams closed so the host's
     drain did not wait for it either."""
@@ -639,7 +650,7 @@ def _alive(pid: str) -> bool:
 
 
 def _close_fork_fd(warm: dict[str, Any]) -> None:
-    """Our copy of the socket to the template's keeper (only init hands over)."""
+    """Our copy of the socket to the template (only init hands over)."""
     fd = warm.pop("fork_fd", None)
     if fd:
         with contextlib.suppress(OSError):
@@ -722,8 +733,10 @@ def _hand_over(warm: dict[str, Any], init: socket.socket, ruleset: landlock.Rule
     """As the namespace's init of an entry served by a template (see
     :func:`exec_template`), in the root it entered: hand our namespaces (a pidfd of
     ourselves), our end of the interpreter's socket (``init``) and the Landlock rules
-    made ahead to the template's keeper for this entry, which forks the interpreter into
-    them. Whether it did; if not, the caller forks a workload that starts it."""
+    made ahead to the template, which forks the interpreter into them. Whether it did;
+    if not, the caller forks a workload that starts it. The template answers with a pidfd
+    of itself, kept as ``warm["reporter"]``: it reports the interpreter's end, so a plan
+    is not forwarded once it has died (see :func:`_forward_plan`)."""
     fd = warm.pop("fork_fd")
     sock = socket.socket(fileno=fd)
     try:
@@ -739,7 +752,10 @@ def _hand_over(warm: dict[str, Any], init: socket.socket, ruleset: landlock.Rule
             socket.send_fds(sock, [marshal.dumps({"ns": flags, "landlock": ll}, 4)], sent)
         finally:
             os.close(pidfd)
-        return sock.recv(4096) == b"ok"
+        msg, fds, _, _ = socket.recv_fds(sock, 4096, 1)
+        if fds:
+            warm["reporter"] = fds[0]
+        return msg == b"ok"
     except OSError:
         return False
     finally:
