@@ -566,45 +566,7 @@ def _enter(libc: Any, ctypes: Any, req: dict[str, Any], cgroups: list[int], init
                 len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
             if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
                 raise OSError(ctypes.get_errno(), "seccomp")
-        _unshare_pages(libc, ctypes)
     except BaseException:
         os._exit(127)
     return main({"ctl": init, "argv0": params["argv0"], "env": params["env"],
                  "ruleset": ruleset, "landlock": ll})
-
-
-MADV_POPULATE_WRITE = 23
-#: ``mincore``'s byte per page: its low bit says present, the others are reserved
-_PRESENT_BIT = bytes(i & 1 for i in range(256))
-
-
-def _unshare_pages(libc: Any, ctypes: Any) -> None:
-    """Copy now, before the plan, the writable pages we share with the template (about
-    8 MiB: its heap, its libraries' data): else each is copied when first written, by
-    the script, a few microseconds at a time (a tool call's round trip was 10 % slower).
-    Only pages present (``mincore``): the rest of a mapping, never touched by the
-    template (3 MiB of its arenas' reserve), would be made and zeroed for nothing, and
-    held by every waiting interpreter. One ``madvise`` per run of present pages; a kernel
-    without ``MADV_POPULATE_WRITE`` (5.14) leaves them shared."""
-    with open("/proc/self/maps") as maps:
-        lines = maps.read().splitlines()
-    page = os.sysconf("SC_PAGE_SIZE")
-    for line in lines:
-        fields = line.split()
-        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5].startswith("[v")):
-            continue  # not a private writable mapping, or the kernel's vvar/vdso
-        start, end = (int(x, 16) for x in fields[0].split("-"))
-        present = (ctypes.c_ubyte * ((end - start) // page))()
-        if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(end - start), present):
-            continue
-        flags = bytes(present).translate(_PRESENT_BIT)
-        first = flags.find(1)
-        while first >= 0:
-            after = flags.find(0, first)
-            if after < 0:
-                after = len(flags)
-            if libc.madvise(ctypes.c_void_p(start + first * page),
-                            ctypes.c_size_t((after - first) * page),
-                            MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == 22:
-                return  # EINVAL: not supported here
-            first = flags.find(1, after)
