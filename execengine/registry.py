@@ -115,6 +115,9 @@ class ToolRegistry:
         self._hooks = _Hooks()
         self._agent_handlers: dict[str, Handler] = {}
         self._env_passthrough: list[str] = []
+        #: counts changes of the tools, toolsets and schema patches: what was derived from
+        #: them (a stub, a tool set) is stale once it moves
+        self.generation = 0
         #: what the handlers share: the host, terminal, task directories, approvals...
         self.services = Services(self.config, host=host,
                                  passthrough=lambda: self.env_passthrough)
@@ -198,6 +201,7 @@ class ToolRegistry:
                     "pass override=True to replace it"
                 )
             self._tools[name] = entry
+            self.generation += 1
             if toolset not in self._toolsets:
                 self._toolsets[toolset] = Toolset(toolset, f"Tools registered as {toolset!r}")
         return entry
@@ -209,6 +213,7 @@ class ToolRegistry:
     def unregister(self, name: str) -> None:
         with self._lock:
             self._tools.pop(name, None)
+            self.generation += 1
 
     def register_toolset(self, toolset: Toolset, *, override: bool = False) -> None:
         with self._lock:
@@ -217,6 +222,7 @@ class ToolRegistry:
                 if held != toolset and (held.tools or held.includes):
                     raise ToolConflictError(f"toolset {toolset.name!r} is already declared")
             self._toolsets[toolset.name] = toolset
+            self.generation += 1
 
     # -- lookup -----------------------------------------------------------------------
 
@@ -411,6 +417,7 @@ class ToolRegistry:
         or None to withhold the tool (``ctx.available`` is this session's tool set)."""
         with self._lock:
             self._hooks.schema.append(fn)
+            self.generation += 1
 
     def hooks(self) -> tuple[tuple[PreHook, ...], tuple[PostHook, ...]]:
         """The pre- and post-call hooks as they are now (this runs for every call)."""
@@ -435,6 +442,7 @@ class ToolRegistry:
             for n in names:
                 if n not in self._env_passthrough:
                     self._env_passthrough.append(n)
+            self.generation += 1
 
     @property
     def env_passthrough(self) -> tuple[str, ...]:
@@ -450,6 +458,7 @@ class ToolRegistry:
             if entry is None:
                 raise UnknownToolError(f"no tool named {name!r}")
             self._tools[name] = replace(entry, handler=handler)
+            self.generation += 1
             return entry.handler
 
     def close(self) -> None:

@@ -63,7 +63,7 @@ class Services:
 
     @property
     def workdirs(self) -> TaskDirs:
-        return self._get("workdirs", lambda: TaskDirs(self.host.default_cwd))
+        return self._get("workdirs", lambda: TaskDirs(self.host.task_dirs_start()))
 
     @property
     def terminal(self) -> TerminalService:

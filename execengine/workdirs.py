@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 class TaskDirs:
-    """``default`` gives a task's directory until its terminal ``cd``\\ s elsewhere."""
+    """``default`` is a task's directory until its terminal ``cd``\\ s elsewhere: a path, or
+    a function that names it (the process's cwd, a remote's home)."""
 
-    def __init__(self, default: Callable[[], str]) -> None:
+    def __init__(self, default: str | Callable[[], str]) -> None:
         self._default = default
         self._lock = threading.Lock()
         self._dirs: dict[str, str] = {}
@@ -28,7 +29,10 @@ class TaskDirs:
     def get(self, task_key: str) -> str:
         with self._lock:
             found = self._dirs.get(task_key)
-        return found or self._default()
+        if found:
+            return found
+        default = self._default
+        return default if isinstance(default, str) else default()
 
     def set(self, task_key: str, path: str) -> None:
         with self._lock:

@@ -9,7 +9,17 @@ remote's own login environment is dropped), its working directory and the run to
 Then, as the local bootstrap does, but with standard input as the watchdog: EOF on it (the
 host closed the channel, or the SSH connection dropped) kills every process of the
 execution, found by parent and by run token, and removes the staging directory; ``T`` on it
-sends SIGTERM to all of it first. The script's stdout and stderr are the channel's.
+sends SIGTERM to all of it first. The script's stdout and stderr are the channel's. When the
+script ends, whatever it left running is killed (its output pipes would keep the channel,
+and the host's wait, open).
+
+With ``kernel`` in the header this process relays a session's kernel instead
+(:func:`relay_kernel`): the kernel (``sandbox/kernel.py``) runs as its child with its own
+command and reply pipes; the channel's standard input carries the host's commands to it,
+its stdout is the channel's, and its stderr and replies share the channel's stderr in
+frames (:data:`FRAME`, a 12-byte header: magic, ``e`` or ``r``, the length in 8 hex digits),
+which the host takes apart again. EOF on standard input ends the kernel as the local one
+ends (everything of it killed).
 """
 
 from __future__ import annotations
@@ -24,6 +34,11 @@ ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
          "from _execengine.remote import main; sys.exit(main())")
 #: the largest header accepted (script + stub + environment)
 MAX_HEADER = 64 * 1024 * 1024
+#: how a frame of the kernel's stderr (``e``) or replies (``r``) starts on the channel's stderr
+FRAME = b"\x00EE"
+#: the kernel's ``python -c`` program (``sandbox/kernel.py``'s ``ENTRY``)
+KERNEL_ENTRY = ("import sys; sys.path[:1] == [''] and sys.path.pop(0); "
+                "from _execengine.kernel import main; sys.exit(main())")
 
 
 def _read_exact(fd: int, n: int) -> bytes:
@@ -147,7 +162,119 @@ def main(argv: list[str] | None = None) -> int:
         cleanup()
         sys.stderr.write(f"execengine remote: cannot use working directory {cwd}: {exc}\n")
         return 2
+    if header.get("kernel"):
+        try:
+            return relay_kernel(env)
+        finally:
+            kill_leftovers()
+            cleanup()
     try:
         return bootstrap.main([os.path.join(staging, "script.py")])
     finally:
+        kill_leftovers()
         cleanup()
+
+
+def kill_leftovers() -> None:
+    """SIGKILL whatever the execution left running (descendants of this subreaper, and
+    processes carrying its run token): their copies of the channel's output would keep
+    the channel, and the host's wait for it, open until they end."""
+    import signal
+
+    bootstrap._flush()
+    token = os.environ.get(bootstrap.ENV_RUN_TOKEN, "")
+    for _ in range(3):
+        pids = [p for p in bootstrap._descendants(os.getpid(), token) if p != os.getpid()]
+        if not pids:
+            return
+        for pid in pids:
+            try:  # noqa: SIM105
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for _pid in pids:  # reap what was ours
+            try:
+                os.waitpid(-1, os.WNOHANG)
+            except OSError:
+                break
+
+
+def _frame(kind: bytes, data: bytes) -> bytes:
+    return FRAME + kind + b"%08x" % len(data) + data
+
+
+def _write_all(fd: int, data: bytes) -> bool:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except OSError:
+            return False
+    return True
+
+
+def relay_kernel(env: dict) -> int:  # type: ignore[type-arg]
+    """Run the session kernel as a child and relay the channel to it (see the module
+    docstring); its exit status."""
+    import select
+    import threading
+
+    cmd_r, cmd_w = os.pipe()
+    reply_r, reply_w = os.pipe()
+    err_r, err_w = os.pipe()
+    kernel_env = dict(env)
+    kernel_env.pop(bootstrap.ENV_WATCHDOG_FD, None)
+    kernel_env.pop(bootstrap.ENV_SUBREAPER, None)
+    kernel_env["EXECENGINE_KERNEL_FDS"] = f"{cmd_r},{reply_w}"
+    bootstrap.become_subreaper()  # orphans of the kernel's cells come to us
+    pid = os.fork()
+    if pid == 0:  # the kernel
+        try:
+            os.dup2(err_w, 2)
+            for fd in (cmd_w, reply_r, err_r, err_w):
+                os.close(fd)
+            os.set_inheritable(cmd_r, True)
+            os.set_inheritable(reply_w, True)
+            os.execve(sys.executable, [sys.executable, "-c", KERNEL_ENTRY], kernel_env)
+        finally:
+            os._exit(127)
+    for fd in (cmd_r, reply_w, err_w):
+        os.close(fd)
+    watchdog = int(env.get(bootstrap.ENV_WATCHDOG_FD, "0") or 0)
+
+    def commands() -> None:
+        """The host's commands, to the kernel; EOF (the host is gone or closed the
+        session) closes the kernel's command pipe: it kills its own and exits."""
+        while True:
+            try:
+                data = os.read(watchdog, 1 << 16)
+            except OSError:
+                data = b""
+            if not data or not _write_all(cmd_w, data):
+                break
+        try:  # noqa: SIM105
+            os.close(cmd_w)
+        except OSError:
+            pass
+
+    threading.Thread(target=commands, daemon=True).start()
+    kinds = {err_r: b"e", reply_r: b"r"}
+    while kinds:
+        ready, _, _ = select.select(list(kinds), [], [])
+        for fd in ready:
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                del kinds[fd]
+                os.close(fd)
+                continue
+            if not _write_all(2, _frame(kinds[fd], data)):
+                kinds.clear()  # the channel is gone: nobody reads us
+                break
+    try:
+        _, status = os.waitpid(pid, 0)
+    except OSError:
+        return 1
+    return os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else 1

@@ -19,8 +19,8 @@ from execengine.batch.executor import run_task
 from execengine.batch.task import Task
 from execengine.config import Config
 from execengine.engine import Engine
+from execengine.engine.core import configured_registry
 from execengine.policy import ToolPolicy
-from execengine.registry import ToolRegistry
 
 
 class NodeWorker:
@@ -28,7 +28,7 @@ class NodeWorker:
 
     def __init__(self, config: Config, slots: int, relay: Any,
                  driver_tools: list[dict[str, Any]]) -> None:
-        self.registry = ToolRegistry.with_builtins(config)
+        self.registry = configured_registry(config)  # its own MCP servers, as a local run
         for spec in driver_tools:
             self.registry.register(spec["name"], spec["toolset"], spec["schema"],
                                    proxy_handler(relay, spec["name"]), override=True,

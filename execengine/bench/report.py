@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from execengine._text import plural
+from execengine._text import table as render
 from execengine.bench import compare
 from execengine.bench.compare import COMPARISONS, METRICS, SWEEP, Billing, stats, tasks
 from execengine.bench.cost import CACHE_MODES, Prices, load_prices
-from execengine.cli._common import table as render
 from execengine.errors import BenchError
 
 if TYPE_CHECKING:

@@ -147,7 +147,8 @@ def run_tokens(args: argparse.Namespace) -> int:
     realistic = Prefix("realistic", system_tokens=args.system_tokens, session_tools=True)
     if args.model:
 
-        return run_live_cli(args, workflows, prices, prefixes=(MINIMAL, realistic))
+        return run_live_cli(args, workflows, prices, config=config_from(args),
+                            prefixes=(MINIMAL, realistic))
 
     def progress(r: Any) -> None:
         if not args.json:

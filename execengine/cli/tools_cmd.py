@@ -98,7 +98,8 @@ def _list_toolsets(args: argparse.Namespace, reg: Any) -> int:
     if args.json:
         print_json(items)
         return 0
-    rows = [[i["name"], "yes" if i["available"] else "no", ", ".join(i["tools"]) or "-",
-             i["description"]] for i in items]
-    print(table(rows, ["TOOLSET", "AVAILABLE", "TOOLS", "DESCRIPTION"]))
+    # the description, then the tools: one column, wrapped to fit the width
+    rows = [[i["name"], "yes" if i["available"] else "no",
+             f"{i['description']}: {', '.join(i['tools']) or '-'}"] for i in items]
+    print(table(rows, ["TOOLSET", "AVAILABLE", "WHAT: TOOLS"], width=WIDTH, wrap=2))
     return 0

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from execengine.confine.beneath import is_beneath
+from execengine.isolation.detect import detect
 from execengine.isolation.owner import owned_roots
 from execengine.recent import recent, where
 
@@ -273,7 +274,10 @@ class ExecutionPolicy:
             protected.append(os.path.realpath(config.source))
         sandboxed = level in ("restricted", "isolated") and os.geteuid() == 0
         owners: tuple[tuple[str, int, int], ...] = ()
-        if sandboxed and config.code_execution.workdir_as_owner:
+        # as the launcher decides it (launch/sandboxed.py): restricted binds in a mount
+        # namespace of its entry's own, so only where the host can make one
+        if (sandboxed and config.code_execution.workdir_as_owner
+                and (level == "isolated" or detect().has("namespaces"))):
             owners = tuple((root, o.uid, o.gid) for root, o in owned_roots(
                 [r for r in writable if r == os.path.realpath(r)]).items())
         return cls(level=level, confined=confined, writable_roots=writable,

@@ -24,7 +24,7 @@ from execengine.engine import spill, tool
 from execengine.engine.allowed import allowed_tools
 from execengine.engine.exiting import close_at_exit
 from execengine.engine.oneshot import run_once
-from execengine.engine.plan import ExecutionPlan, make_plan
+from execengine.engine.plan import ExecutionPlan, Templates, make_plan
 from execengine.engine.result import ExecutionResult, no_code_result
 from execengine.engine.sessions import SessionManager
 from execengine.engine.staging import RUNTIME_PREFIX, STAGING_PREFIX, Runtime
@@ -32,10 +32,12 @@ from execengine.errors import SandboxError, ToolError
 from execengine.host.base import Host
 from execengine.hostdirs import sweep
 from execengine.launch.base import Launcher
+from execengine.mcp import attach
 from execengine.registry import ToolRegistry
 from execengine.rpc import RpcServer
 from execengine.rpc.channel import SOCKET_DIR_PREFIX, socket_roots
 from execengine.rpc.memory import MemoryServer
+from execengine.workdirs import TaskDirs
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +75,8 @@ class Engine:
         closes what it is given."""
         self.config = config or (registry.config if registry is not None else Config())
         self._own_registry = registry is None
-        self.registry = registry if registry is not None else ToolRegistry.with_builtins(
-            self.config)
+        self._host: Host | None = None
+        self.registry = registry if registry is not None else configured_registry(self.config)
         # the registry's execute_code tool runs on the first engine built on it (one per
         # registry); later engines on the same registry run only what they are given
         with contextlib.suppress(ToolError):
@@ -84,6 +86,11 @@ class Engine:
         self.launcher = launcher if launcher is not None else self.host.new_launcher()
         clean_leftovers(self.config)
         self.runtime = Runtime()
+        #: what plans take from the registry, reused for a second (see engine.plan)
+        self.templates = Templates()
+        #: where truncated outputs are kept whole
+        self.spill_dir = spill.spill_dir()
+        self._workdirs: TaskDirs | None = None
         self._server: RpcServer | MemoryServer | None = server
         self._sessions: SessionManager | None = None
         self._lock = threading.Lock()
@@ -95,7 +102,10 @@ class Engine:
     @property
     def host(self) -> Host:
         """Where this engine's executions run (its registry's host)."""
-        return self.registry.services.host
+        host = self._host
+        if host is None:
+            host = self._host = self.registry.services.host
+        return host
 
     @property
     def server(self) -> RpcServer | MemoryServer:
@@ -231,10 +241,27 @@ class Engine:
 
     def task_dir(self, task_id: str | None) -> str:
         """The working directory of ``task_id`` (where its project-mode scripts run)."""
+        workdirs = self._workdirs
+        if workdirs is None:
+            try:
+                workdirs = self._workdirs = self.registry.services.workdirs
+            except ToolError:  # a closed registry: fall back to the process's cwd
+                return os.getcwd()
+        return workdirs.get(task_id or "default")
+
+
+def configured_registry(config: Config) -> ToolRegistry:
+    """The registry ``config`` describes: the built-in tools, plugins and the configured MCP
+    servers' tools (the servers start now and stop when it closes). What an engine built
+    without a registry, ``execengine`` commands and batch workers run with."""
+    registry = ToolRegistry.with_builtins(config)
+    if config.mcp_servers:
         try:
-            return self.registry.services.workdirs.get(task_id or "default")
-        except ToolError:  # a closed registry: fall back to the process's cwd
-            return os.getcwd()
+            attach(registry)
+        except BaseException:
+            registry.close()
+            raise
+    return registry
 
 
 def execute_code(code: str, *, config: Config | None = None,

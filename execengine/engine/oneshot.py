@@ -15,7 +15,6 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from execengine.engine import spill
 from execengine.engine.allowed import script_call_handler
 from execengine.engine.plan import ExecutionPlan
 from execengine.engine.prepare import launch_child, script_context
@@ -33,7 +32,7 @@ def run_once(engine: Engine, plan: ExecutionPlan) -> ExecutionResult:
     gone when this returns."""
     started = time.monotonic()
     ce = engine.config.code_execution
-    stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
+    stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=engine.spill_dir)
     stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
     with contextlib.ExitStack() as stack:
         # set when the execution ends, however: a tool call still running for it (a

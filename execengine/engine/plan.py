@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +30,10 @@ from execengine.errors import ConfigError, InvalidArgumentError, UnknownToolErro
 if TYPE_CHECKING:
     from execengine.engine.core import Engine
     from execengine.registry import ToolRegistry
+
+#: how long an engine reuses what a plan takes from its registry (see :class:`Templates`)
+TEMPLATE_TTL = 1.0
+
 
 @dataclass(frozen=True)
 class ExecutionPlan:
@@ -51,6 +56,8 @@ class ExecutionPlan:
     interrupt: threading.Event | None
     #: the folder the script runs in; "" in strict mode (a private folder per run)
     workdir: str
+    #: the host's variables the child inherits by name (``terminal.env_passthrough``, skills)
+    passthrough: tuple[str, ...] = ()
     #: the session whose kernel runs it (None: a one-shot child)
     session: str | None = None
     #: start the session's kernel afresh first
@@ -104,6 +111,64 @@ def make_plan(
         why = engine.host.folder_problem(cwd)
         if why is not None:
             raise InvalidArgumentError(f"cwd {cwd!r} {why}: an execution runs in a folder")
+    made = engine.templates.get(engine, enabled_toolsets, tools, chosen)
+    workdir = "" if chosen == "strict" else (cwd or engine.task_dir(task_id))
+    return ExecutionPlan(
+        code=code, mode=chosen, interpreter=made.interpreter,
+        timeout=limit, tools=made.tools, stub=made.stub,
+        call=call.replace(task_id=task_id, cwd=cwd or None, interrupt=None),
+        interrupt=interrupt, workdir=workdir, passthrough=made.passthrough,
+        session=session, reset=reset,
+        filename=filename or SCRIPT_NAME)
+
+
+@dataclass(frozen=True)
+class Template:
+    """What a plan takes from the registry and the configuration: the tools a script may
+    call, their stub, the interpreter, the variables its child may inherit."""
+
+    tools: tuple[str, ...]
+    stub: str
+    interpreter: str
+    passthrough: tuple[str, ...]
+
+
+class Templates:
+    """An engine's templates, reused for :data:`TEMPLATE_TTL` seconds: the availability
+    checks behind them (environment variables, folders, API keys) are seen within it; a
+    change of the registry's tools (``registry.generation``) or of the environment at
+    once. Building one runs every tool's availability check and copies its schema, most of
+    the host's work for a trivial execution."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[tuple[object, ...], tuple[float, Template]] = {}
+
+    def get(self, engine: Engine, enabled_toolsets: Iterable[str] | None,
+            tools: Iterable[str] | None, mode: str) -> Template:
+        key = (engine.registry.generation, _names(enabled_toolsets), _names(tools), mode,
+               hash(frozenset(os.environ.items())))
+        now = time.monotonic()
+        with self._lock:
+            found = self._made.get(key)
+        if found is not None and found[0] > now:
+            return found[1]
+        made = _template(engine, enabled_toolsets, tools, mode)
+        with self._lock:
+            if len(self._made) > 64:  # a caller cycling through tool sets
+                self._made.clear()
+            self._made[key] = (now + TEMPLATE_TTL, made)
+        return made
+
+
+def _names(value: Iterable[str] | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _template(engine: Engine, enabled_toolsets: Iterable[str] | None,
+              tools: Iterable[str] | None, mode: str) -> Template:
     registry = engine.registry
     # the availability checks run once: for the names and for their schemas
     available = registry.available_tools(enabled_toolsets)
@@ -114,13 +179,9 @@ def make_plan(
     names = allowed_tools(registry, available=available)
     stub = render_stub(function_schemas(registry, names, enabled_toolsets, available=available),
                        groups=tool_groups(registry, names))
-    workdir = "" if chosen == "strict" else (cwd or engine.task_dir(task_id))
-    return ExecutionPlan(
-        code=code, mode=chosen, interpreter=choose(chosen, configured=ce.python),
-        timeout=limit, tools=tuple(names), stub=stub,
-        call=call.replace(task_id=task_id, cwd=cwd or None, interrupt=None),
-        interrupt=interrupt, workdir=workdir, session=session, reset=reset,
-        filename=filename or SCRIPT_NAME)
+    return Template(tuple(names), stub,
+                    choose(mode, configured=engine.config.code_execution.python),
+                    registry.env_passthrough)
 
 
 def _known(registry: ToolRegistry, tools: Iterable[str]) -> list[str]:

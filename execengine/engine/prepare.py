@@ -16,7 +16,7 @@ import os
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from execengine.childenv import build_child_env
 from execengine.confine.policy import ExecutionPolicy
@@ -115,13 +115,14 @@ def launch_child(
                                           extra_writable=(staging.path,), stack=stack)
     channel = stack.enter_context(engine.server.open(
         exec_id=exec_id, token=token, allowed=plan.tools,
-        handler=handler(policy, workdir) if handler is not None else _refuse,
+        handler=_OnFirstCall(lambda: handler(policy, workdir)) if handler is not None
+        else _refuse,
         max_tool_calls=max_tool_calls if handler is not None else 0, check_peer=True))
     if handler is None:
         channel.close_cell()  # no authority until a cell opens it
     runtime = engine.runtime.path
     env = build_child_env(
-        os.environ, passthrough=engine.registry.env_passthrough, tz=ce.tz,
+        os.environ, passthrough=plan.passthrough, tz=ce.tz,
         extra={
             **path_env(plan.mode, stub_dir, runtime, workdir),
             "EXECENGINE_RPC_ENDPOINT": channel.socket_path,
@@ -155,6 +156,20 @@ def launch_child(
         child.close()
         raise
     return Launched(child, channel, policy, workdir, exec_id)
+
+
+class _OnFirstCall:
+    """A call handler made when the first call arrives: most scripts call no tool."""
+
+    def __init__(self, make: Callable[[], CallHandler]) -> None:
+        self._make = make
+        self._handler: CallHandler | None = None
+
+    def __call__(self, tool: str, args: dict[str, Any]) -> str:
+        handler = self._handler
+        if handler is None:  # two first calls at once make two alike: no harm
+            handler = self._handler = self._make()
+        return handler(tool, args)
 
 
 def _refuse(tool: str, args: dict[str, object]) -> str:

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 
 from execengine._runtime import entry_program
 from execengine.confine.policy import ExecutionPolicy
-from execengine.engine import spill
 from execengine.engine.allowed import script_call_handler
 from execengine.engine.kernel import EXIT_WAIT, CellOutcome, KernelProcess
 from execengine.engine.plan import ExecutionPlan
@@ -244,7 +243,7 @@ class SessionManager:
         handler = script_call_handler(engine.registry, script_context(
             engine, plan, kernel.policy, kernel.workdir, cell_ended))
         left = max(0.0, plan.timeout - (time.monotonic() - started))
-        stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=spill.spill_dir())
+        stdout = OutputCapture(ce.max_stdout_bytes, spill=True, spill_dir=engine.spill_dir)
         stderr = OutputCapture(ce.max_stderr_bytes, name="stderr")
         # the cell's call credential: its tool calls carry it (see Channel.open_cell)
         credential = secrets.token_hex(16)

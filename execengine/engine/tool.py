@@ -19,6 +19,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from execengine._text import plural
 from execengine.approval.gate import persist_approvals
 from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
@@ -124,7 +125,8 @@ def describe(registry: ToolRegistry, names: list[str]) -> str:
         "retry(fn, max_attempts=3, delay=2). Calls are thread-safe and run concurrently; "
         "`from hermes_tools import aio` gives awaitable forms (await aio.<tool>(...)).",
         "",
-        f"Limits: {ce.timeout:g}s wall time; {ce.max_tool_calls} tool calls; stdout kept to "
+        f"Limits: {ce.timeout:g}s wall time; {plural(ce.max_tool_calls, 'tool call')}; "
+        "stdout kept to "
         f"{ce.max_stdout_bytes:,} bytes (head and tail, the full text spilled to a file); "
         f"stderr kept to {ce.max_stderr_bytes:,} bytes.",
         f"Runs in {MODE_TEXT[mode]}, with a scrubbed environment (no secrets).",

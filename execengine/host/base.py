@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -76,6 +76,11 @@ class Host(ABC):
     @abstractmethod
     def default_cwd(self) -> str:
         """Where a new task's working directory starts."""
+
+    def task_dirs_start(self) -> str | Callable[[], str]:
+        """Where new tasks' working directories start (see :class:`~execengine.workdirs.
+        TaskDirs`): a path, or a function that names it when asked."""
+        return self.default_cwd
 
     def folder_problem(self, path: str) -> str | None:
         """Why ``path`` cannot be an execution's working directory ("does not exist", "is

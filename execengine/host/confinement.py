@@ -66,9 +66,10 @@ def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Se
     ``local=False``: the script and its tools act on another machine (no roots here)."""
     policy = ExecutionPolicy.for_execution(config, cwd=cwd, level=level, local=local,
                                            extra_writable=tuple(extra_writable))
-    # the file tools' guard, resolved once a second for the same denied paths (each
-    # launch resolving all 18 of them was the largest item of the host's CPU per launch)
-    check_workdir(cwd, policy, PathGuard.from_config(config, policy))
+    if policy.level in CONFINING_LEVELS:
+        # the file tools' guard, resolved once a second for the same denied paths (each
+        # launch resolving all 18 of them was the largest item of the host's CPU per launch)
+        check_workdir(cwd, policy, PathGuard.from_config(config, policy))
     if policy.network != "allowlist":
         return policy
     proxy_dir = make_socket_dir()

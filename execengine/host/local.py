@@ -7,7 +7,7 @@ import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from execengine.config import Config
 from execengine.confine.policy import ExecutionPolicy
@@ -65,6 +65,10 @@ class LocalHost(Host):
     def default_cwd(self) -> str:
         base = self.config.terminal.cwd
         return os.path.abspath(os.path.expanduser(base)) if base else os.getcwd()
+
+    def task_dirs_start(self) -> str | Callable[[], str]:
+        base = self.config.terminal.cwd
+        return os.path.abspath(os.path.expanduser(base)) if base else os.getcwd
 
     def folder_problem(self, path: str) -> str | None:
         if os.path.isdir(path):

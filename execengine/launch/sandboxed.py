@@ -673,6 +673,8 @@ class SandboxLauncher(Launcher):
         warm = self._pool.take(key)
         if warm is None and self.level == "isolated":
             os.makedirs(NEW_ROOT, mode=0o755, exist_ok=True)  # a warm entry's is made
+        if self._own_view:  # where the masks' tmpfs goes (see mounts.attach_over)
+            os.makedirs(mounts.MASK_DIR, mode=0o755, exist_ok=True)
         slot: UidSlot | None = None
         group: cgroups.ExecCgroup | None = None
         grants: list[str] = []

@@ -26,12 +26,13 @@ import tarfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from execengine._resources import sandbox_dir
 from execengine._runtime import entry_program
 from execengine.launch.base import Launcher, LaunchSpec, PopenChild
 from execengine.proctree import ProcessSet
+from execengine.remote.kernel import kernel_fds, relay
 from execengine.remote.ssh import RemoteError, SshConnection, SshTarget, quote
 
 if TYPE_CHECKING:
@@ -143,19 +144,27 @@ class SshLauncher(Launcher):
     # -- launching --------------------------------------------------------------------------
 
     def launch(self, spec: LaunchSpec) -> SshChild:
+        """Start ``spec`` on the remote: a script (``python -c BOOTSTRAP script.py``), or a
+        session's kernel (its environment names the kernel's pipes, see
+        :mod:`.kernel`), whose streams the remote helper relays over the channel."""
         runtime = self.install()
         base = self._remote_base()
-        script = Path(spec.argv[-1])
         env = dict(spec.env)
+        kernel = kernel_fds(env)
+        script = None if kernel is not None else Path(spec.argv[-1])
         stub_dir = env.get("PYTHONPATH", "").split(os.pathsep)[0]
         stub = Path(stub_dir, "hermes_tools.py").read_text("utf-8", "surrogatepass")
-        strict = os.path.abspath(spec.cwd) == str(script.parent)
+        # strict mode: the child runs in its staging folder (the first readable path, see
+        # execengine.engine.prepare), which the remote makes a copy of itself
+        staging = spec.readable_paths[0] if spec.readable_paths else None
+        strict = staging is not None and os.path.abspath(spec.cwd) == os.path.abspath(staging)
         local_sock = env.get("EXECENGINE_RPC_ENDPOINT")
         remote_sock = f"{base}/s/{spec.run_token[:24]}.sock"
         if local_sock:
             self.connection.forward_socket(remote_sock, local_sock)
         header = encode_header({
-            "script": script.read_text("utf-8", "surrogatepass"), "stub": stub,
+            "script": script.read_text("utf-8", "surrogatepass") if script else None,
+            "kernel": "1" if kernel is not None else None, "stub": stub,
             "cwd": None if strict else spec.cwd, "base": base,
             "socket": remote_sock if local_sock else None,
         }, remote_env(env, remote_sock if local_sock else None))
@@ -176,11 +185,13 @@ class SshLauncher(Launcher):
             proc.stdin.flush()
         except OSError:
             pass  # the channel failed: the exit status says so
+        forward = (remote_sock, local_sock) if local_sock else None
+        if kernel is not None:  # the kernel says ready itself, on its reply pipe
+            return SshChild(proc, self.connection, forward, stderr=relay(proc, *kernel))
         # the handshake the engine waits for: the channel is up and the header delivered
         for fd in spec.pass_fds[:1]:
             with contextlib.suppress(OSError):
                 os.write(fd, b"R")
-        forward = (remote_sock, local_sock) if local_sock else None
         return SshChild(proc, self.connection, forward)
 
     def close(self) -> None:
@@ -212,11 +223,16 @@ def remote_env(env: Mapping[str, str], rpc_socket: str | None) -> dict[str, str]
 
 
 class SshChild(PopenChild):
+    """The local ``ssh`` client carrying a remote child (``stderr``: a kernel's, taken
+    apart from its replies, see :mod:`.kernel`)."""
+
     def __init__(self, proc: subprocess.Popen[bytes], connection: SshConnection,
-                 forward: tuple[str, str] | None) -> None:
+                 forward: tuple[str, str] | None, *, stderr: IO[bytes] | None = None) -> None:
         super().__init__(proc)
         self._connection = connection
         self._forward = forward
+        if stderr is not None:
+            self.stderr = stderr
 
     def terminate(self) -> None:
         stdin = self._proc.stdin

@@ -73,3 +73,10 @@ def test_the_helpers():
     assert shorten("short", 10) == "short"
     assert shorten("one two three four", 12) == "one two…"
     assert shorten("abcdefghijklmnop", 8) == "abcdefg…"
+
+
+def test_toolsets_fit_100_columns(tmp_path):
+    done = cli(tmp_path, "toolsets")
+    assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 100, done.stdout
+    assert "coding" in done.stdout and "execute_code" in done.stdout

@@ -157,8 +157,12 @@ CASES = [
          '    print(read_file("data.txt").get("error", "ok"))',
          output=("ok\nok\nTool call limit reached (2). No more tool calls allowed in this "
                  "execution.\n"), check=_budget),
+    # shared anonymous memory: RLIMIT_DATA does not count it, the cgroup does, so the
+    # kernel's OOM killer (not a MemoryError) ends the child
     Case("OOM in a child process", "import subprocess, sys\n"
-         "r = subprocess.run([sys.executable, '-c', 'b = bytearray(1 << 30); print(len(b))'])\n"
+         "HOG = 'import mmap\\nm = mmap.mmap(-1, 1 << 30)\\n"
+         "for i in range(0, len(m), 4096): m[i] = 1'\n"
+         "r = subprocess.run([sys.executable, '-c', HOG])\n"
          "print('child', r.returncode)", output="child -9\n", check=_oom),
     Case("a blocked script", 'print("never")', group="deny", status="error", output="",
          check=_blocked, where="model"),

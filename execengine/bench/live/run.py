@@ -27,14 +27,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from execengine._text import table as render
 from execengine.bench import compare
 from execengine.bench.compare import Billing, interval
 from execengine.bench.fixtures import Fixtures
 from execengine.bench.live.providers import Provider, Usage, make_provider, resolve_api
 from execengine.bench.runner import DEFAULT_SEED, MINIMAL, Prefix, bench_overrides, run_suite
 from execengine.bench.workflow import Workflow, normalize
-from execengine.cli._common import config_from
-from execengine.cli._common import table as render
 from execengine.config import Config
 from execengine.engine import Engine
 from execengine.errors import BenchError
@@ -328,7 +327,8 @@ def table(summary: Mapping[str, Any]) -> str:
 
 
 def run_live_cli(args: argparse.Namespace, workflows: Sequence[Workflow],
-                 prices: Prices, *, prefixes: Sequence[Prefix] = (MINIMAL,)) -> int:
+                 prices: Prices, *, config: Config,
+                 prefixes: Sequence[Prefix] = (MINIMAL,)) -> int:
     """``bench tokens --model``: the live runs, then the oracle on the same tasks beside
     them."""
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -352,7 +352,6 @@ def run_live_cli(args: argparse.Namespace, workflows: Sequence[Workflow],
                   f"{'right' if r.success else 'WRONG'}  {r.usage.prompt:,} prompt tokens"
                   + (f"  ({r.error[:80]})" if r.error else ""), file=sys.stderr, flush=True)
 
-    config = config_from(args)
     runs = run_live(provider, workflows, runs=args.runs, modes=modes, max_turns=args.max_turns,
                     config=config, progress=progress, seed=args.seed)
     sheet = prices.sheet(args.price)
