@@ -261,9 +261,16 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
         # isolated: forked straight into the namespaces (fork_isolated), our parent's pid
         # reads as 0
         die_with_parent(spawner if warm["level"] != "isolated" else None)
-        for d in warm.get("cgroup_dirs", ()):
-            with open(os.path.join(d, "cgroup.procs"), "w") as fh:
-                fh.write("0")  # ourselves (our pid reads 1 at isolated)
+        if _recycles(warm):
+            # the namespaces' init outlives the execution (see _serve_again): it stays out
+            # of the execution's cgroup (the interpreter joins it itself), and joins only
+            # should it fork a workload (see _namespace_init)
+            warm["cgroup_fds"] = [os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                                  for d in warm.get("cgroup_dirs", ())]
+        else:
+            for d in warm.get("cgroup_dirs", ()):
+                with open(os.path.join(d, "cgroup.procs"), "w") as fh:
+                    fh.write("0")  # ourselves (our pid reads 1 at isolated)
         if warm["level"] != "isolated":
             if os.geteuid() == 0:
                 # SysV IPC and POSIX message queues of its own: what it makes is not seen
@@ -460,6 +467,7 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     mounts.prepare_root(root, tmp_mb, zygote["interp"] if zygote else ())
     ruleset = _prepare_landlock(warm, root)
     mounts.enter_root(root)
+    state = mounts.root_state() if _recycles(warm) else None
     # the interpreter reports to us on this pair (its start, then through the template its
     # end); without a template, the workload passes the host's status descriptor up on it
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -469,6 +477,9 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
         # no template forks the interpreter into our namespaces: a workload of ours
         # starts it (the plan then comes to us, as for the template's), or runs the plan
         _close_fork_fd(warm)
+        state = None
+        for fd in warm.pop("cgroup_fds", ()):  # the workload is the execution's
+            _join_cgroup(fd)
         workload = os.fork()
         if workload == 0:
             try:
@@ -484,6 +495,8 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     theirs.close()
     if ruleset is not None:
         ruleset.close()
+    for fd in warm.pop("cgroup_fds", ()):  # the interpreter joins the cgroup itself
+        os.close(fd)
     if forked:
         host, pid = _forward_plan(warm, ctl, ours)
     else:
@@ -508,6 +521,85 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
         with contextlib.suppress(OSError):
             os.write(host, f"{status} empty".encode())
         os.close(host)
+        if state is not None and workload is None and pid is not None:
+            _serve_again(warm, ctl, state)
+    os._exit(0)
+
+
+def _recycles(warm: dict[str, Any]) -> bool:
+    """Whether this entry's namespaces and root serve more than one execution (see
+    :func:`_serve_again`): asked for, at ``isolated``, with a cgroup (the host then kills
+    an execution through it, never through us: the signal of a host that has not read an
+    execution's status yet must not reach the next one's), the interpreter forked by the
+    template (nothing of ours runs in the sandbox)."""
+    return (bool(warm.get("recycle")) and warm["level"] == "isolated"
+            and bool(warm.get("cgroup_dirs")) and bool((warm.get("zygote") or {}).get("fork"))
+            and bool(warm.get("fork_fd")))
+
+
+def _join_cgroup(fd: int) -> None:
+    """Move ourselves into the cgroup of the directory ``fd`` (closed)."""
+    try:
+        procs = os.open("cgroup.procs", os.O_WRONLY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            os.write(procs, b"0")
+        finally:
+            os.close(procs)
+    finally:
+        os.close(fd)
+
+
+def _serve_again(warm: dict[str, Any], ctl: int, state: mounts.RootState) -> None:
+    """As the namespaces' init, an execution over and reported: serve the next ones in
+    the same namespaces and root, each after a reset that leaves nothing of the one
+    before (see :func:`.mounts.reset_root`: its binds detached, the root's own file
+    system as it was made, fresh ``/tmp`` and ``/dev/shm``; a fresh IPC namespace; the
+    pid counter back to 1, so the interpreter is pid 2 again; fresh Landlock rules).
+    Nothing of an execution's survives it (the kill-all before the report), and its
+    cgroup and uid slot are the host's, made for each entry. Between executions we wait
+    on ``ctl`` for the spawner: ``{"warm": W}`` with a socket to the template (the next
+    entry's request, as :func:`prepare`'s), or EOF. Never returns: on anything else, or a
+    reset that is not exact, we exit (the spawner makes new entries)."""
+    sock = socket.socket(fileno=ctl)
+    made = int(warm["tmp_mb"])  # /tmp's size
+    try:
+        while True:
+            state = mounts.reset_root(state, made)
+            for fd in (warm.pop("reporter", None), warm.pop("fork_fd", None)):
+                if fd is not None:
+                    os.close(fd)
+            sock.send(b'{"recycled": true}')
+            msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, 1)
+            if not msg or len(fds) != 1:
+                break  # discarded, or the spawner is gone
+            warm = {**json.loads(msg)["warm"], "fork_fd": fds[0]}
+            if int(warm["tmp_mb"]) != made:
+                made = int(warm["tmp_mb"])
+                for path in ("/tmp", "/dev/shm"):
+                    mounts.mount(None, path, None, mounts.MS_REMOUNT | mounts.MS_NOSUID
+                                 | mounts.MS_NODEV, mounts._tmpfs_opts(made))
+            unshare(CLONE_NEWIPC)  # SysV IPC and POSIX message queues of its own
+            with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
+                fh.write("1")  # (nothing runs here but us: the next process is pid 2)
+            ruleset = _prepare_landlock(warm)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            if not (_zygote_ready(warm, ruleset) and _hand_over(warm, theirs, ruleset)):
+                break
+            theirs.close()
+            if ruleset is not None:
+                ruleset.close()
+            host, pid = _forward_plan(warm, ctl, ours)
+            if pid is None:
+                break  # nothing of a plan ran (an interpreter waiting dies with us)
+            status = _await_keeper(ours, pid)
+            if host is None:
+                break
+            with contextlib.suppress(OSError):
+                os.write(host, f"{status} empty".encode())
+            os.close(host)
+    except BaseException:  # (reported nowhere: the spawner sees us exit)
+        pass
+    _kill_and_reap()
     os._exit(0)
 
 
@@ -531,9 +623,14 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
     interpreter was gone, before use) and the interpreter's pid (None: it never said it
     was ready)."""
     sock = socket.socket(fileno=ctl)
-    msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
+    try:
+        msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
+    finally:
+        sock.detach()  # ctl stays open: an init that serves again waits on it (see
+        # _serve_again); it goes with us otherwise
     if not msg:
         return None, None  # discarded before use
+    sock = socket.socket(fileno=os.dup(ctl))
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
     stdio, errfd, status = fds[:2], fds[2], fds[3]

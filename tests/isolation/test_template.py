@@ -238,3 +238,23 @@ def test_launches_in_flight_at_once_each_get_their_own_descriptors(tmp_path):
         passed = int(err.rsplit(" ", 1)[1])
         assert rc == 0, err
         assert passed in json.loads(out), (out, err)
+
+
+@pytest.mark.parametrize("recycle", [True, False], ids=["recycled", "new-each-time"])
+def test_an_init_serves_again_only_when_asked(tmp_path, recycle):
+    """``recycle``: once an execution is over and reported, its namespaces' init (the
+    entry's pid, which the launch reports) serves later executions; off, every execution
+    gets a new one. Either way the interpreter is pid 2 (the pid counter is reset)."""
+    code = "import os; print(os.getpid())"
+    with IsolatedLauncher(recycle=recycle) as launcher:
+        s = spec(code, tmp_path)
+        teach(launcher, s)
+        inits = []
+        for _ in range(8):
+            rc, out, err, entry = run(launcher, s)
+            assert (rc, out) == (0, "2\n"), err
+            inits.append(entry)
+    if recycle:
+        assert len(set(inits)) < len(inits), inits
+    else:
+        assert len(set(inits)) == len(inits), inits
