@@ -130,6 +130,11 @@ class CodeExecutionConfig(_Section):
     max_message_bytes: int = option(
         16 * 1024 * 1024, "largest RPC message accepted from a child", min=4096
     )
+    max_inflight_bytes: int = option(
+        256 * 1024 * 1024, "most bytes the tool calls in flight may hold over all executions "
+        "of one engine (messages of 64 KiB or more count); a call past it gets an error "
+        "result at once, but a call is never refused while no other counts", min=4096,
+    )
     rpc_spin: float = option(
         0.0005, "seconds the host's RPC loop polls for a script's next call after a message "
         "before it sleeps, while fewer executions run than the host has CPUs (0: never); "

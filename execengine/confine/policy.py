@@ -262,16 +262,23 @@ class ExecutionPolicy:
         else:
             confined = not pc.tools_leave_roots and (level != "none" or pc.confine_at_none)
         writable = _real([cwd, *extra_writable, *pc.writable_roots])
-        readable = tuple(dict.fromkeys([*writable, *_real_fixed(pc.readable_roots)]))
         denied = [*config.files.denied_paths, *ALWAYS_DENIED]
         if config.source:
             denied.append(config.source)
         network = pc.network or ("on" if config.code_execution.network else "off")
-        protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
-        protected += [p for r in writable for p in submodule_git_files(r)]
-        protected += _real_fixed(pc.protected_paths)
-        if config.source:
-            protected.append(os.path.realpath(config.source))
+        # the readable roots and the protected paths are what a sandbox binds and confined
+        # tool calls are held to; an unconfined execution at level none uses neither (its
+        # calls check the denied paths only), so they are not worked out for it: reading
+        # every root's git index for submodules was most of such an execution's policy
+        readable: tuple[str, ...] = tuple(writable)
+        protected: list[str] = []
+        if confined or level in ("restricted", "isolated"):
+            readable = tuple(dict.fromkeys([*writable, *_real_fixed(pc.readable_roots)]))
+            protected = [os.path.join(r, *p) for r in writable for p in PROTECTED_IN_ROOTS]
+            protected += [p for r in writable for p in submodule_git_files(r)]
+            protected += _real_fixed(pc.protected_paths)
+            if config.source:
+                protected.append(os.path.realpath(config.source))
         sandboxed = level in ("restricted", "isolated") and os.geteuid() == 0
         owners: tuple[tuple[str, int, int], ...] = ()
         # as the launcher decides it (launch/sandboxed.py): restricted binds in a mount

@@ -117,6 +117,7 @@ class Engine:
                 self._server = RpcServer(max_workers=ce.max_tool_threads,
                                          max_parallel_calls=ce.max_parallel_tool_calls,
                                          max_message_bytes=ce.max_message_bytes,
+                                         max_inflight_bytes=ce.max_inflight_bytes,
                                          spin=ce.rpc_spin)
             return self._server
 

@@ -246,7 +246,13 @@ class Channel:
             return
         with self._lock:
             self.closed = True
-            self._waiting.clear()  # admitted calls that never started: abandoned
+            # admitted calls that never started: abandoned (what they held given back)
+            dropped = list(self._waiting)
+            self._waiting.clear()
+        for job in dropped:
+            release = getattr(job, "release", None)
+            if release is not None:
+                release()
         try:
             self.server.release(self)
         finally:

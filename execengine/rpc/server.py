@@ -57,6 +57,9 @@ What one script cannot do to the host or to other executions:
   on workers or in the pool's FIFO backlog, where they wait at most ``max_wait`` seconds;
   only when calls of ended executions (hung, abandoned) hold every worker is a call refused
   at once (with an error result; its budget is given back).
+* **fill the host's memory**: the calls in flight of all executions hold at most
+  ``max_inflight_bytes`` of messages (:mod:`.budget`); past it a call gets an error result
+  at once, and memory is given back to the system once the last big call has ended.
 
 When an execution ends (:meth:`Channel.close`) its listener and connections are closed from
 the calling thread, its waiting calls are dropped and its running ones abandoned: their late
@@ -84,6 +87,7 @@ from collections.abc import Callable, Iterable
 from execengine._resources import usable_cpus
 from execengine.errors import TransportError
 from execengine.rpc import protocol, zmtp
+from execengine.rpc.budget import COUNTED, ByteBudget
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
 from execengine.rpc.connection import READ_CHUNK, Connection
 from execengine.rpc.pool import WorkerPool, busy_message, waited_message
@@ -158,8 +162,11 @@ class RpcServer:
     def __init__(self, *, max_workers: int = 256, max_message_bytes: int = 16 * 1024 * 1024,
                  socket_base: str | None = None, max_parallel_calls: int = 128,
                  max_connections: int = 128, max_wait: float = 30.0,
-                 inline_calls: bool = True, spin: float = SPIN) -> None:
+                 inline_calls: bool = True, spin: float = SPIN,
+                 max_inflight_bytes: int = 256 * 1024 * 1024) -> None:
         self.max_message_bytes = max_message_bytes
+        #: what the calls in flight hold of the host's memory (see :mod:`.budget`)
+        self.budget = ByteBudget(max_inflight_bytes)
         #: seconds the loop polls for the next message after one (see the module docstring)
         self.spin = spin
         #: it polls only while fewer executions than this are open
@@ -216,8 +223,9 @@ class RpcServer:
         self._last_inline = 0.0
         #: calls that outran HANDOVER on the loop thread (each handed the loop over)
         self.handovers = 0
-        #: what a finished call tells the server: (submit the next job, note the call's time)
-        self._job_hooks = (self._next, self._note_speed)
+        #: what a finished call tells the server: (submit the next job, note the call's
+        #: time, give back the bytes it held)
+        self._job_hooks = (self._next, self._note_speed, self.budget.give)
 
     # -- public API (any thread) -------------------------------------------------------
 
@@ -705,7 +713,7 @@ class RpcServer:
         elif isinstance(parsed, protocol.Hello):
             conn.reply(protocol.error(None, "already authenticated"))
         else:
-            self._dispatch(conn, parsed)
+            self._dispatch(conn, parsed, len(msg.parts[0]))
 
     def _greet(self, conn: Connection, parts: tuple[bytes, ...]) -> None:
         channel = conn.channel
@@ -722,15 +730,20 @@ class RpcServer:
         log.warning("execution %s: a connection was refused: %s", channel.exec_id, why)
         conn.reply(protocol.denied(why))
 
-    def _dispatch(self, conn: Connection, call: protocol.Call) -> None:
+    def _dispatch(self, conn: Connection, call: protocol.Call, size: int = 0) -> None:
         channel = conn.channel
         generation = channel.generation  # read first: a call never runs in a later cell
-        refusal = channel.admit(call.tool, call.cell)
+        counted = size if size >= COUNTED else 0  # small calls skip the budget's lock
+        refusal = self.budget.take(counted) if counted else None
+        if refusal is None:
+            refusal = channel.admit(call.tool, call.cell)
+            if refusal is not None and counted:
+                self.budget.give(counted)
         if refusal is not None:
             conn.reply(protocol.result(call.id, json.dumps({"error": refusal},
                                                            ensure_ascii=False)))
             return
-        job = _CallJob(self._job_hooks, conn, call, generation)
+        job = _CallJob(self._job_hooks, conn, call, generation, counted)
         if channel.enqueue(job):
             if self.inline_calls and self._may_inline(call.tool):
                 self._held.append(job)  # run by the loop itself once this turn is done
@@ -767,14 +780,18 @@ class RpcServer:
 
 
 class _CallJob:
-    """One admitted tool call, run by a pool worker."""
+    """One admitted tool call, run by a pool worker. ``size``: the bytes it holds of the
+    server's budget (0: not counted), given back once it ends, whichever way."""
 
-    __slots__ = ("call", "channel", "conn", "generation", "handler", "note_speed", "submit")
+    __slots__ = ("call", "channel", "conn", "generation", "give", "handler", "note_speed",
+                 "size", "submit")
 
     def __init__(self, hooks: tuple[Callable[[_CallJob | None], None],
-                                    Callable[[str, float], None]],
-                 conn: Connection, call: protocol.Call, generation: int = 0) -> None:
-        self.submit, self.note_speed = hooks
+                                    Callable[[str, float], None], Callable[[int], None]],
+                 conn: Connection, call: protocol.Call, generation: int = 0,
+                 size: int = 0) -> None:
+        self.submit, self.note_speed, self.give = hooks
+        self.size = size
         self.conn, self.call = conn, call
         self.channel = conn.channel
         # the cell (session kernel) it was admitted in, and that cell's handler
@@ -788,7 +805,16 @@ class _CallJob:
         """Run this call; the execution's next waiting call goes to the back of the pool's
         queue (fair to other executions)."""
         self.run_one()
+        self.release()
         self.submit(self.channel.next_job())  # type: ignore[arg-type]
+
+    def release(self) -> None:
+        """Give back the bytes this call held (once): its arguments are let go first, so
+        that memory given back then includes theirs."""
+        size, self.size = self.size, 0
+        if size:
+            self.call = self.call._replace(args={})
+            self.give(size)
 
     def run_one(self) -> None:
         channel, call = self.channel, self.call
@@ -823,6 +849,7 @@ class _CallJob:
         if not self.channel.closed:
             self.conn.reply(protocol.result(
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
+        self.release()
 
 
 def _describe(exc: BaseException) -> str:

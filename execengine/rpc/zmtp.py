@@ -80,6 +80,12 @@ class Message(NamedTuple):
     data: bytes = b""
 
 
+#: a decoder whose buffer has this much room (after a big message) and holds less than
+#: ``SHRINK_BELOW`` gets a buffer of the right size (see :meth:`Decoder.messages`)
+SHRINK_FROM = 4 * 1024 * 1024
+SHRINK_BELOW = 1024 * 1024
+
+
 class Decoder:
     """Greeting, READY, then frames; fed with :meth:`feed`, read with :meth:`messages`."""
 
@@ -145,6 +151,10 @@ class Decoder:
                     yield msg
         finally:
             del buf[:pos]
+            if len(buf) < SHRINK_BELOW and buf.__alloc__() > SHRINK_FROM:
+                # a big message's room is kept by the bytearray itself, not reused by
+                # anything else: what is left moves to one of its own size
+                self._buf = bytearray(buf)
 
     def _frame(self, flags: int, body: bytes) -> Message | None:
         if flags & FLAG_COMMAND:

@@ -211,19 +211,10 @@ def test_failing_script_is_reported_not_raised(runner: Runner) -> None:
     assert res.programmatic.messages[-1]["content"].startswith("I could not finish")
 
 
-@pytest.fixture(scope="module")
-def runner_none(fx: Fixtures) -> Iterator[Runner]:
-    """At level ``none``: a script's ``sed -i`` in the fixtures needs the workspace's
-    ownership fix at the sandboxed levels (the sandbox uid cannot create sed's temporary file
-    in a folder the host made); restoring the project does not depend on the level."""
-    cfg = Config().with_overrides({**bench_overrides(fx), "code_execution.isolation": "none"})
-    with ToolRegistry.with_builtins(cfg, plugins=False) as reg, Engine(cfg, reg):
-        yield Runner(reg, fx, TokenCounter())
-
-
-def test_refactor_leaves_the_project_as_generated(fx: Fixtures, runner_none: Runner) -> None:
+def test_refactor_leaves_the_project_as_generated(fx: Fixtures, runner: Runner) -> None:
+    """At the default level (a script's ``sed -i`` edits the project as its owner)."""
     before = {p: p.read_text() for p in fx.proj.glob("shop/*.py")}
-    res = runner_none.run(by_name()["rename-legacy-round"])
+    res = runner.run(by_name()["rename-legacy-round"])
     assert res.agree, res.detail
     assert res.sequential.answer["remaining"] == 0 and res.sequential.answer["changed"]
     assert {p: p.read_text() for p in fx.proj.glob("shop/*.py")} == before

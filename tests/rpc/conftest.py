@@ -86,3 +86,21 @@ def rpc() -> Iterator[Harness]:
             p.close()
         server.close()
         ctx.term()
+
+
+@pytest.fixture
+def small() -> Iterator[Harness]:
+    """A server whose calls in flight may hold 3.5 MiB, one execution call at a time
+    (``test_rpc_budget.py``)."""
+    ctx = zmq.Context()
+    mib = 1024 * 1024
+    server = RpcServer(max_workers=8, max_parallel_calls=1, max_message_bytes=4 * mib,
+                       max_inflight_bytes=3 * mib + mib // 2)
+    h = Harness(server, ctx)
+    try:
+        yield h
+    finally:
+        for p in h.peers:
+            p.close()
+        server.close()
+        ctx.term()

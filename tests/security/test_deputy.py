@@ -18,6 +18,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -283,13 +284,36 @@ LEFT_RUNNING = """
 import os, threading, time
 from hermes_tools import terminal
 threading.Thread(target=terminal, daemon=True, kwargs={{
-    "command": "touch started; exec sleep {marker}", "timeout": 10 ** 9}}).start()
+    "command": "touch started; exec sleep {marker}", "timeout": 3600}}).start()
 deadline = time.monotonic() + 20
 while not os.path.exists("started") and time.monotonic() < deadline:
     time.sleep(0.01)
 print("started" if os.path.exists("started") else "never started", flush=True)
+while not os.path.exists("go") and time.monotonic() < deadline + 20:
+    time.sleep(0.01)  # the test has seen the command running: now the script ends
 os._exit(0)
 """
+
+
+def _left_running(engine, world, code: str, marker: str, **kw) -> None:
+    """Run ``code`` (:data:`LEFT_RUNNING`) in a thread; the negative control: its command
+    (an hour's timeout, which the terminal tool accepts) is seen running while the
+    execution runs; then the script is let go, and the command must be gone soon after.
+    Before, the tool refused the script's timeout (10**9 s) and the command never ran,
+    while "started" still matched the script's "never started": nothing was tested."""
+    done: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: done.update(
+        result=engine.execute(code, cwd=str(world["work"]), **kw)))
+    thread.start()
+    try:
+        assert wait_until(lambda: _daemons(marker), 30), "the command never ran"
+    finally:
+        (world["work"] / "go").touch()
+        thread.join(60)
+    result = done["result"]
+    assert result.status == "success", result  # type: ignore[attr-defined]
+    assert result.output.splitlines()[0] == "started", result  # type: ignore[attr-defined]
+    assert wait_until(lambda: not _daemons(marker), 3.0), _daemons(marker)
 
 
 @pytest.mark.parametrize("level", LEVEL)
@@ -300,9 +324,7 @@ def test_a_command_still_running_when_its_execution_ends_is_stopped(level, world
     (at ``none`` the host's terminal backend stops it as on a timeout)."""
     marker = "47" + str(secrets.randbelow(10 ** 6))
     with _engine(level, world) as engine:
-        result = engine.execute(LEFT_RUNNING.format(marker=marker), cwd=str(world["work"]))
-        assert result.status == "success" and "started" in result.output.split(), result
-        assert wait_until(lambda: not _daemons(marker), 3.0), _daemons(marker)
+        _left_running(engine, world, LEFT_RUNNING.format(marker=marker), marker)
 
 
 @pytest.mark.parametrize("level", LEVEL)
@@ -310,9 +332,7 @@ def test_a_command_a_cell_left_running_is_stopped_when_the_cell_ends(level, worl
     marker = "48" + str(secrets.randbelow(10 ** 6))
     cell = LEFT_RUNNING.format(marker=marker).replace("os._exit(0)", "")
     with _engine(level, world) as engine:
-        result = engine.execute(cell, cwd=str(world["work"]), session="s")
-        assert result.status == "success" and "started" in result.output.split(), result
-        assert wait_until(lambda: not _daemons(marker), 3.0), _daemons(marker)
+        _left_running(engine, world, cell, marker, session="s")
         # the session lives on: its next cell runs
         assert engine.execute("print(6 * 7)", cwd=str(world["work"]),
                               session="s").output.strip() == "42"
