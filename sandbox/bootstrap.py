@@ -374,7 +374,9 @@ def _flush() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the script; end the process (see :func:`quick_exit`), or return its status."""
+    """Run the script; its exit status. Run as the program (``argv`` None, ``ENTRY``) it
+    ends the process instead (:func:`quick_exit`); a caller that passes ``argv`` (the
+    remote runner, which cleans up after it) gets the status."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: python -m _execengine.bootstrap SCRIPT.py\n")
@@ -399,8 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         _flush()
         _if_host_gone()
-    quick_exit(code)
-    return code  # the script left threads running: the interpreter's own exit
+    if argv is None:
+        quick_exit(code)
+    return code  # (quick_exit returns when the script left daemon threads running)
 
 
 def _exit_status(exc: SystemExit) -> int:
