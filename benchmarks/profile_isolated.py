@@ -140,20 +140,21 @@ def main() -> int:
     ap.add_argument("--freq", type=int, default=4999, help="samples per second per CPU")
     ap.add_argument("--out", help="keep perf.data and the script's text in this folder")
     ap.add_argument("--top", type=int, default=8, help="functions listed per role")
+    ap.add_argument("--level", default="isolated", help="the isolation level (default isolated)")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="execengine-profile-"))
     out.mkdir(parents=True, exist_ok=True)
     data = out / "perf.data"
     cfg = {"code_execution.python": sys.executable}
     with tempfile.TemporaryDirectory() as cwd, \
-            noop_engine(Config(), "isolated", **cfg) as engine:
+            noop_engine(Config(), args.level, **cfg) as engine:
         def one() -> None:
             _checked(engine.execute('print("hi")', mode="project", cwd=cwd), 'print("hi")')
 
         for _ in range(10):
             one()
         _settled()
-        spawner = engine.launcher.spawner.pid
+        spawner = getattr(getattr(engine.launcher, "spawner", None), "pid", None)
         before = {int(p) for p in os.listdir("/proc") if p.isdigit()
                   and _is_template(int(p), spawner)}
         perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", str(args.freq),
@@ -195,7 +196,7 @@ def main() -> int:
         leaves[role][f"{sym} [{'kernel' if in_kernel else os.path.basename(dso)}]"] += ms
     n = args.runs
     print(f"host {host}, spawner {spawner}, templates {sorted(templates)}")
-    print(f"{n} x print(\"hi\") at isolated, {args.callers} caller(s), {wall:.2f} s "
+    print(f"{n} x print(\"hi\") at {args.level}, {args.callers} caller(s), {wall:.2f} s "
           f"({n / wall:.1f}/s); python {sys.version.split()[0]} at {sys.executable}; "
           f"perf {len(samples)} samples at {args.freq} Hz per CPU")
     ours = [r for r in per_role if r not in ("elsewhere", "idle", "kernel threads")]
