@@ -199,6 +199,19 @@ def kill_leftovers() -> None:
                 break
 
 
+def _not_dumpable() -> bool:
+    """``prctl(PR_SET_DUMPABLE, 0)`` (Linux); True if it worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(4, 0, 0, 0, 0) == 0)  # PR_SET_DUMPABLE
+    except (OSError, AttributeError):
+        return False
+
+
 def _frame(kind: bytes, data: bytes) -> bytes:
     return FRAME + kind + b"%08x" % len(data) + data
 
@@ -227,6 +240,11 @@ def relay_kernel(env: dict) -> int:  # type: ignore[type-arg]
     kernel_env.pop(bootstrap.ENV_SUBREAPER, None)
     kernel_env["EXECENGINE_KERNEL_FDS"] = f"{cmd_r},{reply_w}"
     bootstrap.become_subreaper()  # orphans of the kernel's cells come to us
+    # a cell runs as our uid: through /proc/<our pid>/fd/2 it could write to the channel's
+    # stderr and break our frames (a red team's fake header with a 2 GiB length made the
+    # host wait for a cell's end that had come); a process that is not dumpable keeps its
+    # /proc/<pid>/fd from other processes of its uid (the kernel, after exec, is dumpable)
+    _not_dumpable()
     pid = os.fork()
     if pid == 0:  # the kernel
         try:

@@ -23,10 +23,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _slow import mark as _mark_slow
 
 from execengine import _configload
 from execengine.engine import spill
 from execengine.launch.sandboxed import RUN_DIR
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    _mark_slow(items)  # what the fast command leaves out: see tests/_slow.py
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,11 @@ A sandbox acts in its working directory as the folder's owner (see
 as that user, outside any sandbox: the shell's start-up files, ``~/.ssh/authorized_keys``
 and ``config``, ``~/.gitconfig`` (``core.fsmonitor``, aliases, hooks paths). So a folder
 that is a user's home, holds one, or holds such files is refused with the setting that
-allows it (``policy.allow_home_workdir``). System folders are refused whatever it says
-(:mod:`execengine.engine.confinement`).
+allows it (``policy.allow_home_workdir``). So is a folder inside a home's hidden folders
+(``~/.config``, ``~/.local``...) or its ``~/bin``: they hold what the user's programs run
+or trust just as much (``~/.config/git/config``, ``~/.local/bin`` on ``PATH``, the user's
+``site-packages``). A project elsewhere in a home (``~/src/app``) is fine. System folders
+are refused whatever it says (:mod:`execengine.engine.confinement`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ HOME_FILES = (
     ".xsession", ".xsessionrc", ".ssh", ".gnupg", ".gitconfig", ".config/git",
     ".git-credentials", ".netrc",
 )
+#: folders of a home (besides the hidden ones) whose files run later as its user
+HOME_RUN_FOLDERS = ("bin",)
 SETTING = "policy.allow_home_workdir"
 
 
@@ -57,6 +62,12 @@ def home_reason(real: str) -> str | None:
     inside = sorted(h for h in found if is_beneath(h, real))
     if inside:
         return f"it holds the home folder of {found[inside[0]]} ({inside[0]})"
+    for home, user in found.items():
+        if is_beneath(real, home):
+            top = os.path.relpath(real, home).split("/")[0]
+            if top.startswith(".") or top in HOME_RUN_FOLDERS:
+                return (f"it lies in {os.path.join(home, top)} of the home folder of {user} "
+                        "(what the user's programs run or trust: ~/.config/git, ~/.local/bin)")
     for name in HOME_FILES:
         if os.path.lexists(os.path.join(real, name)):
             return f"it holds {name}, as a home folder does"

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from execengine.errors import FileOpError
-from execengine.fileops.ownership import adopt, makedirs
-from execengine.fileops.textio import atomic_write, real_target, where_is
-from execengine.isolation.owner import host_umask
+from execengine.fileops.ownership import makedirs
+from execengine.fileops.textio import atomic_write, real_target, settle, where_is
 
 
 @dataclass
@@ -45,15 +43,12 @@ class _Staged:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        try:
-            old = os.lstat(target)
-        except FileNotFoundError:
-            os.chmod(self.tmp, 0o666 & ~host_umask())
-            adopt(self.tmp, os.path.join(where_is(target.parent), target.name))
-            return
-        os.chmod(self.tmp, stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
-        with contextlib.suppress(OSError):  # the replaced file's owner, as atomic_write
-            os.chown(self.tmp, old.st_uid, old.st_gid)
+            try:
+                old: os.stat_result | None = os.lstat(target)
+            except FileNotFoundError:
+                old = None
+            # on the descriptor, as atomic_write (the name may be a link by now)
+            settle(fh.fileno(), old, os.path.join(where_is(target.parent), target.name))
 
     def commit(self) -> None:
         if self.change.data is None:

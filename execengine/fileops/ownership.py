@@ -70,6 +70,17 @@ def adopt(path: str | Path, real: str) -> None:
         os.chown(path, *owner, follow_symlinks=False)
 
 
+def adopt_fd(fd: int, real: str) -> None:
+    """:func:`adopt` for the open file ``fd`` (resolved location: ``real``): the very file
+    the caller made, whatever name it has now."""
+    owner = owner_for(real)
+    if owner is None:
+        return
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != owner:
+        os.fchown(fd, *owner)
+
+
 def makedirs(folder: Path) -> None:
     """``folder.mkdir(parents=True, exist_ok=True)``, each folder made handed over."""
     missing: list[Path] = []

@@ -35,8 +35,11 @@ def apply_patch(scope: Scope, text: str) -> dict[str, Any]:
     for fp in (v4a.parse(text) if v4a.is_v4a(text) else udiff.parse(text)):
         src = scope.path(fp.old_path, "patching")[0] if fp.old_path else None
         dst = scope.path(fp.new_path, "patching")[0] if fp.new_path else None
+        # the paths as named: under a confinement each is anchored on a descriptor of its
+        # own, so the same file named twice gives two different anchored paths
+        same = src is not None and dst is not None and scope.lexical(src) == scope.lexical(dst)
         for p in (src, dst):
-            if p is not None and str(p) in claimed:
+            if p is not None and scope.lexical(p) in claimed:
                 raise FileOpError(f"patch changes {scope.show(p)!r} twice; merge its hunks into "
                                   "one file section")
         if src is None:
@@ -61,9 +64,9 @@ def apply_patch(scope: Scope, text: str) -> dict[str, Any]:
         else:
             original = read_bytes(dst, "patch") if dst.exists() else None
             changes.append(Change(dst, after.encode("utf-8"), original))
-            if src is not None and src != dst:
+            if src is not None and not same:
                 changes.append(Change(src, None, read_bytes(src, "patch")))
-        claimed.update(str(p) for p in (src, dst) if p is not None)
+        claimed.update(scope.lexical(p) for p in (src, dst) if p is not None)
         outcomes.append(FileOutcome(shown, fp.action, len(fp.hunks)))
         diffs.append(unified(before, after, shown, created=src is None, deleted=dst is None))
     commit_all(changes)

@@ -18,7 +18,7 @@ from typing import IO
 
 from execengine.confine.files import is_anchored, open_binary
 from execengine.errors import FileOpError
-from execengine.fileops.ownership import adopt, makedirs
+from execengine.fileops.ownership import adopt_fd, makedirs
 from execengine.isolation.owner import host_umask
 
 #: how much of a file :func:`looks_binary` inspects
@@ -142,14 +142,7 @@ def atomic_write(path: Path, data: bytes) -> bool:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if old is not None:
-            os.chmod(tmp, stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
-            if hasattr(os, "chown"):
-                with contextlib.suppress(OSError):
-                    os.chown(tmp, old.st_uid, old.st_gid)
-        else:
-            os.chmod(tmp, 0o666 & ~host_umask())
-            adopt(tmp, os.path.join(where_is(target.parent), target.name))
+            settle(fh.fileno(), old, os.path.join(where_is(target.parent), target.name))
         os.replace(tmp, target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -159,6 +152,24 @@ def atomic_write(path: Path, data: bytes) -> bool:
         raise
     _fsync_dir(target.parent)
     return old is None
+
+
+def settle(fd: int, old: os.stat_result | None, real: str) -> None:
+    """Give the new file open as ``fd`` (to land at the resolved ``real``) its mode and
+    owner: the replaced file's ``old`` ones (without set-user-ID and set-group-ID), else
+    the umask's mode and the owner of the root it lies in.
+
+    On the descriptor, never by name: the temporary file lies in a folder the script may
+    write, and a red team swapped it for a symbolic link between its creation and a
+    ``chmod`` by name, which the host (root) then applied to the link's target (a root
+    file outside every root made mode 0777)."""
+    if old is not None:
+        os.fchmod(fd, stat.S_IMODE(old.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+        with contextlib.suppress(OSError):
+            os.fchown(fd, old.st_uid, old.st_gid)
+        return
+    os.fchmod(fd, 0o666 & ~host_umask())
+    adopt_fd(fd, real)
 
 
 def where_is(folder: Path) -> str:

@@ -21,6 +21,9 @@ from typing import IO
 #: the frame header's magic, as ``sandbox/remote.py``'s ``FRAME``
 FRAME = b"\x00EE"
 HEADER = len(FRAME) + 1 + 8
+#: the largest frame the helper writes (it reads at most 64 KiB at a time): a larger
+#: length is not a frame, and is never waited for
+MAX_FRAME = 1 << 16
 #: the kernel's fds are named in its environment, as for a local kernel
 KERNEL_FDS_VAR = "EXECENGINE_KERNEL_FDS"
 
@@ -61,7 +64,7 @@ class Demux:
                 size = int(self.buf[len(FRAME) + 1:HEADER], 16)
             except ValueError:
                 size = -1
-            if kind not in self.out or size < 0:  # not a frame: ssh's own words
+            if kind not in self.out or not 0 <= size <= MAX_FRAME:  # ssh's own words
                 self._write(b"e", self.buf[:1])
                 self.buf = self.buf[1:]
                 continue

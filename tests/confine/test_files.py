@@ -106,6 +106,27 @@ def test_work_inside_the_roots_is_unchanged(registry, world):
     assert [m["path"] for m in res["matches"]] == ["mine.txt"]
 
 
+@pytest.mark.parametrize("text", [
+    "--- a/mine.txt\n+++ b/mine.txt\n@@ -1 +1 @@\n-hello\n+bye\n",
+    "*** Begin Patch\n*** Update File: mine.txt\n@@\n-hello\n+bye\n*** End Patch\n"])
+@pytest.mark.parametrize("confined", [True, False])
+def test_a_patch_updating_a_file_keeps_it(registry, world, text, confined):
+    """Confined, each path of a patch is anchored on a descriptor of its own, so a file's
+    old and new paths differed and the update was taken for a move: the file was written,
+    then deleted as the move's source."""
+    work, _, _ = world
+    res = call(registry, work, "patch", {"mode": "patch", "patch": text}, confined=confined)
+    assert res["success"], res
+    assert (work / "mine.txt").read_text() == "bye\n"
+    # the same file named twice is still refused, confined or not
+    again = text.replace("-hello\n+bye", "-bye\n+x")
+    twice = again.replace("*** End Patch", "*** Update File: ./mine.txt\n@@\n-bye\n+y\n"
+                          "*** End Patch") if "Begin" in text else again + again
+    res = call(registry, work, "patch", {"mode": "patch", "patch": twice}, confined=confined)
+    assert "twice" in res["error"], res
+    assert (work / "mine.txt").read_text() == "bye\n"
+
+
 def test_outside_the_writable_roots_only_world_readable_files(registry, world, tmp_path):
     work, outside, _ = world
     (outside / "public.txt").write_text("public\n")

@@ -31,6 +31,8 @@ from .conftest import level_params
 
 SANDBOXED = [p for p in level_params() if p.values[0] != "none"]
 LEVEL = level_params()
+#: the owner of the homes these tests make
+USER = 4242
 
 
 def _config(level: str, **over: object) -> Config:
@@ -142,3 +144,51 @@ def test_a_users_home_and_a_folder_holding_one_are_refused(level, tmp_path, monk
         other.mkdir()
         r = engine.execute(PROBE, cwd=str(other))  # the control: an ordinary folder
     assert r.status == "success" and "WROTE" in r.output, (r.error, r.output)
+
+
+PLANT_GIT_CONFIG = """
+import os
+os.makedirs("git", exist_ok=True)
+with open("git/config", "w") as fh:
+    fh.write("[core]\\n\\tfsmonitor = touch /tmp/execengine-redteam-pwned\\n")
+print("PLANTED", os.stat("git/config").st_uid)
+"""
+
+
+@pytest.mark.parametrize("level", LEVEL)
+@pytest.mark.parametrize("inside", [".config", ".local/bin", "bin"])
+def test_a_homes_hidden_folders_are_refused_unless_allowed(level, inside, tmp_path,
+                                                           monkeypatch):
+    """A red team gave ``~/.config`` as the working directory (neither a home nor holding
+    one's start-up files): the script, acting there as the home's owner, wrote
+    ``~/.config/git/config`` with a ``core.fsmonitor`` command, which the user's next
+    ``git status`` anywhere runs (``~/.local/bin`` and ``~/bin`` are on the user's
+    ``PATH``). A folder in a home's hidden folders or its ``bin`` is refused now, with the
+    setting named; allowed, the script plants the file as the owner. At level ``none``
+    (the negative control) nothing is refused and the plant lands."""
+    home = tmp_path / "users" / "someone"
+    cwd = home / inside
+    cwd.mkdir(parents=True)
+    here = cwd
+    while here != home.parent:
+        os.chown(here, USER, USER)
+        here = here.parent
+    monkeypatch.setenv("HOME", str(home))
+    planted = cwd / "git" / "config"
+    with Engine(_config(level)) as engine:
+        if level == "none":
+            r = engine.execute(PLANT_GIT_CONFIG, cwd=str(cwd))
+            assert "PLANTED" in r.output and planted.exists(), (r.error, r.output)
+            return
+        for session in (None, "s"):
+            with pytest.raises(SandboxError, match="home folder.*policy.allow_home_workdir"):
+                engine.execute(PLANT_GIT_CONFIG, cwd=str(cwd), session=session)
+        assert not planted.exists()
+        project = home / "src" / "app"  # a project elsewhere in the home is fine
+        project.mkdir(parents=True)
+        r = engine.execute(PROBE, cwd=str(project))
+        assert r.status == "success" and "WROTE" in r.output, (r.error, r.output)
+    with Engine(_config(level, **{"policy.allow_home_workdir": True})) as engine:
+        r = engine.execute(PLANT_GIT_CONFIG, cwd=str(cwd))
+    assert r.status == "success", (r.error, r.stderr)
+    assert planted.stat().st_uid == USER, r.output
