@@ -17,6 +17,7 @@ finds A's files, objects and daemon.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -171,10 +172,8 @@ def _remove_planted(key: int, secret: str, planted: dict) -> None:
             os.unlink(path)
     if os.path.isdir("/tmp/planted-dir-" + secret):
         os.rmdir("/tmp/planted-dir-" + secret)
-    try:
+    with contextlib.suppress(OSError):
         os.kill(planted["daemon"], signal.SIGKILL)
-    except OSError:
-        pass
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{planted['daemon']}") and time.monotonic() < deadline:
         time.sleep(0.01)
