@@ -774,7 +774,7 @@ def versus(config: Config, ref: reference.Reference, *, reps: int,
             out.append(Figure(f'CPU per print("hi") at {lv}', mine, cpu_pass, "ms",
                               "python -c pass CPU"))
         out.append(_round_trips_versus(config, ref, reps=reps))
-        out.append(_throughput_versus(default, ref, reps=reps))
+        out.append(_throughput_versus(default, ref, reps=reps, cwd=cwd))
     return out
 
 
@@ -794,13 +794,14 @@ def _round_trips_versus(config: Config, ref: reference.Reference, *, reps: int) 
                   Spread.of(theirs).scaled(1e6), "us", "the reference", show_p99=True)
 
 
-def _throughput_versus(engine: Any, ref: reference.Reference, *, reps: int) -> Figure:
+def _throughput_versus(engine: Any, ref: reference.Reference, *, reps: int,
+                       cwd: str) -> Figure:
     workers, count = 4, 16
     ref.run("pass", count=workers, workers=workers)
 
     def mine() -> float:
-        return _rate(count, workers, lambda: _checked(engine.execute("pass", tools=[]),
-                                                      "trivial execution"))
+        return _rate(count, workers, lambda: _checked(
+            engine.execute("pass", tools=[], mode="project", cwd=cwd), "trivial execution"))
 
     def theirs() -> float:
         return count / ref.run("pass", count=count, workers=workers).wall
