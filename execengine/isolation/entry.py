@@ -575,9 +575,7 @@ def _serve_again(warm: dict[str, Any], ctl: int, state: mounts.RootState) -> Non
             warm = {**json.loads(msg)["warm"], "fork_fd": fds[0]}
             if int(warm["tmp_mb"]) != made:
                 made = int(warm["tmp_mb"])
-                for path in ("/tmp", "/dev/shm"):
-                    mounts.mount(None, path, None, mounts.MS_REMOUNT | mounts.MS_NOSUID
-                                 | mounts.MS_NODEV, mounts._tmpfs_opts(made))
+                mounts.resize_tmp(made)
             unshare(CLONE_NEWIPC)  # SysV IPC and POSIX message queues of its own
             with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
                 fh.write("1")  # (nothing runs here but us: the next process is pid 2)

@@ -398,6 +398,13 @@ def enter_root(root: str) -> None:
     os.rmdir("/.old")
 
 
+def resize_tmp(tmp_mb: int) -> None:
+    """In a root :func:`enter_root` entered: ``/tmp`` and ``/dev/shm`` sized ``tmp_mb``
+    (their content kept)."""
+    for path in ("/tmp", "/dev/shm"):
+        mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
+
+
 #: what :func:`reset_root` brings a root back to: the ids of its mounts, and the names in
 #: the root's own file system (mount points included, not what is below them)
 RootState = tuple[frozenset[int], frozenset[str]]

@@ -177,3 +177,24 @@ def _remove_planted(key: int, secret: str, planted: dict) -> None:
     deadline = time.monotonic() + 5
     while os.path.exists(f"/proc/{planted['daemon']}") and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_each_execution_in_a_recycled_entry_gets_its_own_tmp_size(tmp_path):
+    """The fresh ``/tmp`` and ``/dev/shm`` of a reset are sized for the next execution,
+    whatever the one before asked for (its limit holds in the entry that served another)."""
+    from dataclasses import replace
+
+    from execengine.launch.base import LaunchLimits
+
+    code = ("import os\nfor d in ('/tmp', '/dev/shm'):\n    s = os.statvfs(d)\n"
+            "    print(s.f_blocks * s.f_frsize >> 20)")
+    with IsolatedLauncher() as launcher:
+        teach(launcher, spec(code, tmp_path))
+        seen = []
+        for size in (16, 48, 16, 48, 16, 48, 16, 48):
+            s = replace(spec(code, tmp_path), limits=LaunchLimits(tmp_mb=size))
+            rc, out, err, entry = run(launcher, s)
+            assert rc == 0, err
+            assert out.split() == [str(size), str(size)], (size, out)
+            seen.append(entry)
+    assert len(set(seen)) < len(seen), "no entry served twice: the reset was not tested"
