@@ -7,7 +7,9 @@ verdict. :func:`normalize` therefore:
    ``rm``), then a map of common Cyrillic/Greek confusables to Latin letters;
 2. removes line continuations (backslash-newline);
 3. replaces ``$IFS`` / ``${IFS}`` with a space and drops the empty positional parameters
-   (``$1``..``$9``, ``$@``, ``$*``) a ``bash -c`` string sees;
+   (``$1``..``$9``, ``$@``, ``$*``) a ``bash -c`` string sees (and reads the script a
+   second time with them kept: after ``set --``, in a function or given arguments, ``"$@"``
+   is a command word only known when it runs);
 4. splits the command like bash does (quotes and backslashes inside words are removed, so
    ``r''m``, ``"r"m`` and ``r\\m`` are ``rm``) into simple commands at ``;``, ``&``, ``&&``,
    ``||``, ``|``, newlines and parentheses; the insides of ``$( )``, backticks and
@@ -16,8 +18,12 @@ verdict. :func:`normalize` therefore:
    ``doas``, ``env``, ``command``, ``builtin``, ``exec``, ``nohup``, ``nice``, ``timeout``,
    ``xargs``, ``time``, ... are skipped; ``sh -c``, ``bash -c`` (any shell, any option
    cluster holding ``c``), ``su -c``, ``env -S`` and ``eval`` have their string parsed as
-   commands; ``find -exec``/``-execdir``/``-ok`` yield the command they run; a path before
-   the command name is dropped (``/bin/rm`` is ``rm``).
+   commands, as is a here-string given to a shell, ``source`` or ``.`` (``sh <<< '...'``;
+   a here-document's lines are commands already); ``busybox``/``toybox`` run their
+   applet; ``find -exec``/``-execdir``/``-ok`` yield the command they run; a path before
+   the command name is dropped (``/bin/rm`` is ``rm``); words are brace-expanded first
+   (``{rm,-rf,/}`` is ``rm -rf /``). A nested script's command word that stays unknown
+   (``bash -c '$X'``, ``eval '$X -rf /'``) is kept for ``unknown_command``.
 
 The result has three views for the patterns: ``raw`` (after steps 1-3), ``text`` (all
 words, quotes removed, joined with the operators, nested scripts appended) and
@@ -29,13 +35,18 @@ safe here (it can only add a match), so the rules lean that way.
 # ruff: noqa: RUF001, RUF002
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from execengine.approval.expand import PARSE_BYTES, UNPARSED, ansi_c, expanded_commands
 
 MAX_DEPTH = 8
+#: the most words one word's brace expansion yields (the rest are not looked at)
+MAX_BRACE_WORDS = 32
+#: the longest word brace expansion looks into
+MAX_BRACE_LEN = 1024
 
 _ZERO_WIDTH = dict.fromkeys(
     map(ord, "\u200b\u200c\u200d\u200e\u200f\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad"
@@ -99,12 +110,13 @@ def fold_unicode(text: str) -> str:
     return text.translate(_CONFUSABLES)
 
 
-def prepare(text: str) -> str:
-    """Steps 1-3: Unicode, continuations, ``$IFS`` and empty parameters."""
+def prepare(text: str, *, drop_params: bool = True) -> str:
+    """Steps 1-3: Unicode, continuations, ``$IFS`` and (``drop_params``) empty
+    parameters."""
     text = fold_unicode(text)
     text = _CONTINUATION.sub("", text)
     text = _IFS.sub(" ", text)
-    return _EMPTY_PARAMS.sub("", text)
+    return _EMPTY_PARAMS.sub("", text) if drop_params else text
 
 
 # -- lexing -------------------------------------------------------------------------------
@@ -317,6 +329,8 @@ class _Found:
     parsed: set[tuple[int, str]]
     #: bytes the expansion pass may still parse (nested ``sh -c`` strings parse again)
     budget: int = 2 * PARSE_BYTES
+    #: ids of the commands a nested script's own passes judged (see :func:`_parse`)
+    sealed: set[int] = field(default_factory=set)
 
 
 # -- unwrapping ---------------------------------------------------------------------------
@@ -357,7 +371,38 @@ def _shell_script(args: list[str]) -> str | None:
     return None
 
 
+def _braces(word: str, limit: int = 0) -> list[str]:
+    """Bash's brace expansion of ``word`` (``{rm,-rf,/}`` is ``rm -rf /``, ``/{bin,etc}``
+    is ``/bin /etc``): at most ``limit`` words (:data:`MAX_BRACE_WORDS` by default), in one
+    pass per word made; a word longer than :data:`MAX_BRACE_LEN` stays as written."""
+    limit = limit or MAX_BRACE_WORDS
+    if "{" not in word or len(word) > MAX_BRACE_LEN:
+        return [word]
+    stack: list[tuple[int, list[int]]] = []
+    for i, c in enumerate(word):
+        if c == "{":
+            stack.append((i, []))
+        elif c == "," and stack:
+            stack[-1][1].append(i)
+        elif c == "}" and stack:
+            start, commas = stack.pop()
+            if not commas or (start and word[start - 1] == "$"):  # ${x,y}: a parameter
+                continue
+            cuts = [start, *commas, i]
+            out: list[str] = []
+            for a, b in itertools.pairwise(cuts):
+                for done in _braces(word[:start] + word[a + 1:b] + word[i + 1:], limit):
+                    if done not in out:
+                        out.append(done)
+                    if len(out) >= limit:
+                        return out
+            return out
+    return [word]
+
+
 def _unwrap(words: list[str], depth: int, found: _Found) -> None:
+    if any("{" in w for w in words):  # bash expands braces before anything else
+        words = [x for w in words for x in _braces(w)][:MAX_BRACE_WORDS * 4]
     while words and (words[0] in ("{", "}", "!", "then", "do", "else", "elif", "if",
                                   "while", "until") or _ASSIGNMENT.match(words[0])):
         words = words[1:]
@@ -370,11 +415,18 @@ def _unwrap(words: list[str], depth: int, found: _Found) -> None:
     if depth >= MAX_DEPTH:
         found.commands.append([name, *args])
         return
-    if name in SHELLS or name == "su":
-        script = _shell_script(args)
+    if name in SHELLS or name in ("su", "source", "."):
+        script = _shell_script(args) if name not in ("source", ".") else None
         if script is not None:
             _parse(script, depth + 1, found)
             return
+        # a script on standard input: a here-string (a here-document's lines are
+        # commands of the script already)
+        for i, a in enumerate(args[:-1]):
+            if a == "<<<":
+                _parse(args[i + 1], depth + 1, found)
+    if name in ("busybox", "toybox") and args:  # the applet is the command
+        _unwrap(args, depth + 1, found)
     if name == "eval":
         _parse(" ".join(args), depth + 1, found)
         return
@@ -411,7 +463,26 @@ def _unwrap(words: list[str], depth: int, found: _Found) -> None:
 
 
 def _parse(script: str, depth: int, found: _Found) -> None:
-    script = prepare(script) if depth else script
+    start = len(found.commands)
+    _parse_variants(script, depth, found)
+    # judged already at its own depth: a command word a nested script (``bash -c '$X'``,
+    # ``eval``) builds when it runs must not be dropped as the outer lexer's to judge
+    found.sealed.update(id(w) for w in found.commands[start:])
+
+
+def _parse_variants(script: str, depth: int, found: _Found) -> None:
+    if depth:
+        # a nested script's positional parameters are empty (``bash -c 'r$1m'``), unless
+        # it was given arguments or ran ``set --``: as whole words ("$@") they are the
+        # command word only known when it runs, so the script is read both ways
+        kept = prepare(script, drop_params=False)
+        script = prepare(script)
+        if kept != script:
+            _parse_prepared(kept, depth, found)
+    _parse_prepared(script, depth, found)
+
+
+def _parse_prepared(script: str, depth: int, found: _Found) -> None:
     if (depth, script) in found.parsed:  # sh -c 'x' seen by both passes: once is enough
         return
     found.parsed.add((depth, script))
@@ -425,7 +496,7 @@ def _parse(script: str, depth: int, found: _Found) -> None:
     # a command word this lexer sees as written ($x) is the expansion pass's to judge: it
     # knows x when the script assigned it
     found.commands[mark:] = [w for w in found.commands[mark:]
-                             if not _BUILT_NAME.match(" ".join(w))]
+                             if id(w) in found.sealed or not _BUILT_NAME.match(" ".join(w))]
     # the same script on a real parse, with what can be expanded before it runs expanded
     size = len(script.encode("utf-8", "surrogatepass"))
     found.budget -= size
@@ -440,5 +511,8 @@ def normalize(command: str) -> Normalized:
     raw = prepare(command)
     found = _Found([], [], set())
     _parse(raw, 0, found)
+    kept = prepare(command, drop_params=False)
+    if kept != raw:  # "$@" after ``set --`` or in a function: see _parse
+        _parse(kept, 0, found)
     commands = tuple(dict.fromkeys(" ".join(w) for w in found.commands))
     return Normalized(raw=raw, text=" ; ".join(t for t in found.texts if t), commands=commands)

@@ -123,6 +123,8 @@ DANGEROUS: tuple[Pattern, ...] = (
     # of the host's GIL for a few thousand slashes in a script's terminal command)
     _p("download_substitution", rf"(?:{_INTERP_NAME}\s+<\(|(?:-c|eval)\s+\$\(|\$\()\s*"
        r"(?:curl|wget|fetch)\b", "running a download through a shell", scope="text"),
+    _p("shell_reads_substitution",
+       rf"^(?:{_SHELL}|source|\.)\s(?:.*\s)?<\(", "a shell running a command's output"),
     _p("pipe_to_shell", rf"\|\s*{_SUDO}{_SHELL}(?:\s+-[a-zA-Z]+)*\s*(?:$|[;&|)])",
        "piping text into a shell", scope="text"),
     _p("kill_all", r"^kill\s(?:.*\s)?-1\s*$|^kill\s+-(?:9|KILL|SIGKILL|TERM|15)\s+-1\b|"

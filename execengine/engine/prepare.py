@@ -23,6 +23,7 @@ from execengine.confine.policy import ExecutionPolicy
 from execengine.context import CallContext
 from execengine.engine.plan import ExecutionPlan
 from execengine.engine.staging import PROJECT_DIR_VAR, Staging
+from execengine.errors import SandboxError
 from execengine.host.confinement import CONFINING_LEVELS
 from execengine.launch.base import Child, LaunchLimits, LaunchSpec
 from execengine.rpc.channel import CallHandler, Channel
@@ -109,10 +110,20 @@ def launch_child(
     exec_id, token, run_token = (secrets.token_hex(8), secrets.token_hex(32),
                                  secrets.token_hex(16))
     stub_dir = stack.enter_context(engine.runtime.stub_dir(plan.stub))
-    workdir = plan.workdir or staging.path
+    # resolved once: the policy checks this very path, and the launcher binds it as named
+    # (a link swapped in since fails the launch, see LaunchSpec.resolved)
+    try:
+        workdir = os.path.realpath(plan.workdir or staging.path)
+    except OSError as exc:  # a link swapped in and out meanwhile (realpath's readlink)
+        raise SandboxError(f"cannot resolve the working directory {plan.workdir!r}: "
+                           f"{exc.strerror or exc} (it is changing)") from exc
     # one policy for the script and every tool call it makes (see execengine.confine)
-    policy = engine.host.execution_policy(cwd=workdir, level=engine.launcher.level,
-                                          extra_writable=(staging.path,), stack=stack)
+    try:
+        policy = engine.host.execution_policy(cwd=workdir, level=engine.launcher.level,
+                                              extra_writable=(staging.path,), stack=stack)
+    except OSError as exc:  # a folder resolved while another execution swaps it
+        raise SandboxError(f"cannot check the working directory {workdir!r}: "
+                           f"{exc.strerror or exc}") from exc
     channel = stack.enter_context(engine.server.open(
         exec_id=exec_id, token=token, allowed=plan.tools,
         handler=_OnFirstCall(lambda: handler(policy, workdir)) if handler is not None
@@ -135,8 +146,9 @@ def launch_child(
             **(extra_env or {}),
             **policy.proxy_env(),
         })
-    writable = [workdir, staging.path]
-    writable += [p for p in map(os.path.expanduser, engine.config.policy.writable_roots)
+    writable = [workdir, os.path.realpath(staging.path)]
+    writable += [os.path.realpath(p) for p in map(os.path.expanduser,
+                                                  engine.config.policy.writable_roots)
                  if os.path.isdir(p)]
     spec = LaunchSpec(
         argv=argv, env=env, cwd=workdir, run_token=run_token,
@@ -145,7 +157,7 @@ def launch_child(
         socket_dir=channel.socket_dir, pass_fds=pass_fds,
         protected_paths=policy.protected, hidden_paths=policy.denied_paths,
         limits=limits_for(engine, plan.timeout, policy, cpu_seconds=cpu_seconds),
-        prestart=prestart,
+        prestart=prestart, resolved=True,
     )
     child = engine.launcher.launch(spec)
     try:

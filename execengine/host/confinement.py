@@ -33,9 +33,15 @@ CONFINING_LEVELS = frozenset({"restricted", "isolated"})
 #: ``/etc`` that is ``/etc/ld.so.preload``, with ``/`` renaming ``/usr``
 SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
                   "/home", "/opt", "/proc", "/run", "/sbin", "/srv", "/sys", "/usr", "/var")
-#: ... nor anything beneath these
+#: ... nor anything beneath these (under /var and /run: what root runs or trusts later, a
+#: red team's working directory /var/lib/dpkg/info let the script, acting there as root,
+#: rewrite the maintainer scripts the next apt run executes; a deny-list: other folders
+#: root's services read stay the caller's to keep out of a sandbox's reach)
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
-                "/proc", "/sbin", "/sys", "/usr")
+                "/proc", "/sbin", "/sys", "/usr", "/run", "/var/spool", "/var/lib/dpkg",
+                "/var/lib/apt", "/var/lib/rpm", "/var/lib/dnf", "/var/lib/yum",
+                "/var/lib/pacman", "/var/lib/systemd", "/var/lib/polkit-1",
+                "/var/cache/apt", "/var/cache/dnf", "/var/cache/yum")
 
 
 def check_workdir(cwd: str, policy: ExecutionPolicy, guard: PathGuard | None = None) -> None:

@@ -50,15 +50,22 @@ def _from_mode(mode: int) -> list[Entry]:
             (OTHER, mode & 7, UNDEFINED_ID)]
 
 
-def read(path: str, kind: str = ACCESS) -> list[Entry]:
+#: a path (a final symbolic link is not followed), or an open descriptor of the very
+#: file or folder (what a grant reached through no link uses)
+Target = str | int
+
+
+def read(path: Target, kind: str = ACCESS) -> list[Entry]:
     try:
+        if isinstance(path, int):
+            return parse(os.getxattr(path, kind))
         return parse(os.getxattr(path, kind, follow_symlinks=False))
     except OSError as exc:
         if exc.errno != errno.ENODATA:
             raise
     if kind == DEFAULT:
         return []
-    return _from_mode(os.lstat(path).st_mode)
+    return _from_mode((os.fstat(path) if isinstance(path, int) else os.lstat(path)).st_mode)
 
 
 def _with_group(entries: list[Entry], gid: int, perm: int | None, tag: int = GROUP
@@ -79,7 +86,7 @@ def _with_group(entries: list[Entry], gid: int, perm: int | None, tag: int = GRO
     return out
 
 
-def set_group(path: str, gid: int, perm: int | None, *, default: bool = False) -> None:
+def set_group(path: Target, gid: int, perm: int | None, *, default: bool = False) -> None:
     """Set (or with ``perm=None`` remove) the access entry of ``gid`` on ``path``; with
     ``default`` also the default ACL of a directory."""
     os.setxattr(path, ACCESS, _pack(_with_group(read(path), gid, perm)))
@@ -103,7 +110,7 @@ def grant_user(path: str, uid: int, perm: int | None) -> None:
     os.setxattr(path, ACCESS, _pack(_with_group(read(path), uid, perm, USER)))
 
 
-def group_perm(path: str, gid: int) -> int | None:
+def group_perm(path: Target, gid: int) -> int | None:
     """The *effective* permission of ``gid``'s entry (masked: a later ``chmod`` rewrites
     the mask and can silently void a grant), or None without an entry."""
     entries = read(path)
@@ -139,7 +146,7 @@ def grant_traverse(path: str, gid: int) -> list[str]:
     return changed
 
 
-def grant(path: str, gid: int, *, write: bool) -> bool:
+def grant(path: Target, gid: int, *, write: bool) -> bool:
     """Grant ``gid`` read (and write) access to ``path`` itself; True if anything changed."""
     st = os.stat(path)
     want = R | (W if write else 0)
@@ -154,7 +161,7 @@ def grant(path: str, gid: int, *, write: bool) -> bool:
     return True
 
 
-def revoke(path: str, gid: int) -> None:
+def revoke(path: Target, gid: int) -> None:
     """Remove the entries :func:`grant` added (idempotent)."""
     with contextlib.suppress(FileNotFoundError):
         set_group(path, gid, None, default=True)

@@ -167,6 +167,26 @@ def _default_signals() -> None:
     signal.set_wakeup_fd(-1)
 
 
+def _exact_paths(plan: dict[str, Any]) -> dict[str, int]:
+    """At ``restricted`` with binds over the host's view: the writable paths and the
+    working directory, each opened (``O_PATH``, close-on-exec) through no symbolic link,
+    for ``chdir`` and Landlock to use instead of the names. A script of another execution
+    sharing a folder above one may rename it (it is a mount point in our view only) and
+    leave a link in its place: by name, this sandbox would start in the link's target and
+    be given Landlock rights there (a red team read and wrote a denied folder so)."""
+    m = plan.get("mounts")
+    if not plan.get("mntns") or m is None or m.get("new_root"):
+        return {}
+    out: dict[str, int] = {}
+    for path in dict.fromkeys([*m.get("write", ()), plan["cwd"]]):
+        fd = mounts.open_nofollow(path)
+        if fd is None:
+            raise OSError(f"{path} is gone, or a symbolic link now (it changed since it "
+                          "was checked)")
+        out[path] = fd
+    return out
+
+
 def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int],
                   ruleset: landlock.Ruleset | None = None) -> None:
     """Drop privileges, apply every in-process layer, exec. Never returns. ``ruleset``:
@@ -179,19 +199,24 @@ def exec_workload(plan: dict[str, Any], stdio: tuple[int, int], passed: list[int
         proxy_bridge.start(int(bridge["port"]), str(bridge["socket"]), plan.get("uid"),
                            plan.get("gid"), orphan=plan["level"] == "isolated")
     _place_fds(stdio, passed, plan["fd_targets"])
-    os.chdir(plan["cwd"])
+    exact = _exact_paths(plan)
+    if plan["cwd"] in exact:
+        os.fchdir(exact[plan["cwd"]])
+    else:
+        os.chdir(plan["cwd"])
     os.umask(int(plan.get("umask", 0o022)))  # the host's: what its file tools create with
     _drop(plan["rlimits"], plan.get("uid"), plan.get("gid"))
     ll = plan.get("landlock")
     if ll is not None:
-        read = list(ll["read"])
+        read = [f"/proc/self/fd/{exact[p]}" if p in exact else p for p in ll["read"]]
         if ll.get("proc_self"):
             # our own /proc/<pid> (what /proc/self and /proc/thread-self resolve to; the
             # pid survives exec): a rule on that directory opens no other process's.
             # Descendants get no such rule: their /proc/self stays denied.
             read += [f"/proc/{os.getpid()}", *PROC_FILES]
+        write = [f"/proc/self/fd/{exact[p]}" if p in exact else p for p in ll["write"]]
         landlock.restrict_self(landlock.LandlockPolicy(
-            read_paths=tuple(read), write_paths=tuple(ll["write"]),
+            read_paths=tuple(read), write_paths=tuple(write),
             deny_tcp=ll["deny_tcp"], scope=ll["scope"],
             connect_ports=tuple(ll.get("connect_ports", ()))), ruleset=ruleset)
     elif ruleset is not None:

@@ -107,11 +107,13 @@ class _MountAttr(ctypes.Structure):
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
-def _open_tree(path: str) -> int:
-    """A detached copy of the mount tree at ``path`` (close-on-exec)."""
-    fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(),
-                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE)
-    _check(0 if fd >= 0 else -1, f"open_tree {path}")
+def _open_tree(path: str, at: int = AT_FDCWD) -> int:
+    """A detached copy of the mount tree at ``path`` (close-on-exec); with ``at`` an open
+    descriptor and ``path`` empty, of the very file or folder ``at`` is."""
+    fd = _libc.syscall(SYS_OPEN_TREE, at, path.encode(),
+                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE
+                       | (AT_EMPTY_PATH if not path else 0))
+    _check(0 if fd >= 0 else -1, f"open_tree {path or at}")
     return int(fd)
 
 
@@ -164,14 +166,49 @@ MASK_FILE = "/.masked"
 MASK_DIR = "/run/execengine/masks"
 
 
-def _clone(path: str, *, readonly: bool, userns_fd: int | None = None
-           ) -> tuple[Bind, int | None] | None:
+def _clone(path: str, *, readonly: bool, userns_fd: int | None = None,
+           exact: bool = False) -> tuple[Bind, int | None] | None:
+    """A detached copy of ``path`` with its attributes set (None: nothing there).
+
+    ``exact``: a writable path, or one inside a writable path (resolved by the host when
+    it checked them): reached from ``/`` through no symbolic link, so a script of another
+    execution sharing a folder above it cannot swap it for a link between the host's check
+    and this bind (a red team made a working directory ``proj/sub`` a link to a denied
+    folder after the check, and the next execution there was bound into that folder,
+    writable, as its owner's). A link on the way to a writable path is an error; to a
+    path inside one, nothing is bound (nothing there to protect)."""
+    if exact:
+        return _clone_exact(path, readonly=readonly, userns_fd=userns_fd)
     if not os.path.exists(path):
         return None
     if os.path.islink(path) and os.path.dirname(path) == "/":
         return {"path": path, "kind": "link", "target": os.readlink(path)}, None
     kind = "dir" if os.path.isdir(path) else "file"
     fd = _open_tree(path)  # follows symbolic links: the target, at this path
+    return _set_bind_attrs(path, kind, fd, readonly=readonly, userns_fd=userns_fd)
+
+
+def _clone_exact(path: str, *, readonly: bool, userns_fd: int | None
+                 ) -> tuple[Bind, int | None] | None:
+    """:func:`_clone` of ``path`` reached through no symbolic link (see there)."""
+    at = open_nofollow(path)
+    if at is None:
+        if not os.path.lexists(path) or readonly:
+            return None
+        raise OSError(f"cannot bind {path} into the sandbox: it is a symbolic link now, or "
+                      "one lies on the way (it changed since it was checked)")
+    try:
+        kind = "dir" if stat.S_ISDIR(os.fstat(at).st_mode) else "file"
+        fd = _open_tree("", at)
+    finally:
+        os.close(at)
+    return _set_bind_attrs(path, kind, fd, readonly=readonly, userns_fd=userns_fd)
+
+
+def _set_bind_attrs(path: str, kind: str, fd: int, *, readonly: bool,
+                    userns_fd: int | None) -> tuple[Bind, int | None]:
+    """Set a cloned bind's attributes: nosuid, nodev, read-only or id-mapped (closing
+    ``fd`` on failure)."""
     try:
         flags = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if readonly else 0)
         if userns_fd is not None:
@@ -222,7 +259,8 @@ def clone_binds(plan: MountPlan) -> tuple[list[Bind], list[int]]:
                 raise OSError(f"cannot expose {path} inside the sandbox: it contains system "
                               f"directories")
             _add(out, fds, _clone(path, readonly=path not in rw, userns_fd=plan.userns.get(
-                path) if path in rw else None))
+                path) if path in rw else None, exact=path in rw or any(
+                    beneath(path, w) for w in rw)))
         _protect(plan, rw, out, fds)
         out += masks(plan.hide, shown=system | ro | rw, needed=ro | rw)
     except BaseException:
@@ -243,7 +281,8 @@ def _protect(plan: MountPlan, rw: set[str], out: list[Bind], fds: list[int]) -> 
         if any(beneath(path, w) for w in rw) and os.path.lexists(path) \
                 and not os.path.islink(path):
             # as the writable bind above it shows it (id-mapped), but read-only
-            cloned = _clone(path, readonly=True, userns_fd=_userns_of(path, plan))
+            cloned = _clone(path, readonly=True, userns_fd=_userns_of(path, plan),
+                            exact=True)
             if cloned is not None:
                 cloned[0]["inner"] = "1"  # mounted on the folder reached in the bind
             _add(out, fds, cloned)
@@ -262,7 +301,7 @@ def _clone_over(plan: MountPlan) -> tuple[list[Bind], list[int]]:
     fds: list[int] = []
     try:
         for path in _ordered(plan.userns):
-            cloned = _clone(path, readonly=False, userns_fd=plan.userns[path])
+            cloned = _clone(path, readonly=False, userns_fd=plan.userns[path], exact=True)
             if cloned is None:
                 raise OSError(f"the writable path {path} is gone")
             _add(out, fds, cloned)
@@ -560,7 +599,7 @@ def _mount_all(binds: list[Bind], fds: list[int], *, in_place: bool) -> None:
                             open(path, "w").close()
                     _move_mount(fd, path)  # type: ignore[arg-type]
                     continue
-                target = _open_nofollow(path)
+                target = open_nofollow(path)
                 if target is None:
                     if kind == "dir" and in_place and not bind.get("inner"):
                         raise OSError(f"{path} is gone, or a symbolic link now")
@@ -607,7 +646,7 @@ def _mount_on(kind: str, target: int, fd: int | None, empty: str) -> None:
             os.close(tree)
 
 
-def _open_nofollow(path: str) -> int | None:
+def open_nofollow(path: str) -> int | None:
     """An ``O_PATH`` descriptor of ``path`` reached from ``/`` through no symbolic link
     (None: missing, or a link on the way or at the end)."""
     fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -174,5 +174,8 @@ def owned_roots(paths: tuple[str, ...] | list[str]) -> dict[str, Owner]:
         if real in out or not os.path.isdir(real):
             continue
         if can_map(real)[0]:
-            out[real] = Owner.of(real)
+            try:
+                out[real] = Owner.of(real)
+            except OSError:
+                continue  # gone meanwhile: no bind to make (the launch will say so)
     return out

@@ -72,6 +72,11 @@ class LaunchSpec:
     #: started ahead under the same environment but for the per-execution variables
     #: (``sandbox/zygote.py``: ``PYTHONPATH``, the RPC endpoint...), as it would have run
     prestart: bool = False
+    #: the writable paths and ``cwd`` are resolved paths the caller checked (the engine
+    #: refuses system and home folders, denied paths): a launcher binds them as named,
+    #: never resolving them again, and refuses the launch when one resolves elsewhere now
+    #: (a symbolic link another execution swapped in since the check)
+    resolved: bool = False
 
 
 class Child(abc.ABC):

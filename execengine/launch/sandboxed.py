@@ -28,16 +28,20 @@ path.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import logging
 import os
 import select
 import shutil
 import signal
+import stat
 import sys
 import threading
 import time
 import uuid
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from execengine._runtime import runtime_module
 from execengine.errors import IsolationError, SandboxError
@@ -58,6 +62,7 @@ if TYPE_CHECKING:
     from execengine.config import Config
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RUN_DIR = "/run/execengine"
 NEW_ROOT = RUN_DIR + "/root"
@@ -84,11 +89,49 @@ def _zygote_for(plan: dict[str, Any], interp: list[str]) -> dict[str, Any] | Non
 def _overlaps(paths: list[str], interp: list[str]) -> bool:
     """Whether one of ``paths`` contains, or lies inside, one of the interpreter's
     folders (a sandbox that may write there could change what an interpreter runs when
-    it starts, before the plan's Landlock rules)."""
-    real = [os.path.realpath(p) for p in paths]
+    it starts, before the plan's Landlock rules). ``paths``: resolved (see _resolve)."""
+    real = [os.path.abspath(p) for p in paths]
     folders = real_paths(tuple(interp))
     return any(p == i or mounts.beneath(p, i) or mounts.beneath(i, p)
                for p in real for i in folders)
+
+
+def _resolve(spec: LaunchSpec) -> LaunchSpec:
+    """``spec`` with its writable paths and working directory resolved, once: what is
+    granted and bound from here on (each bind reached through no symbolic link, see
+    :func:`.mounts._clone`). A ``resolved`` spec's paths must resolve to themselves: one
+    that does not has had a symbolic link swapped in since the caller checked it."""
+    named = [*spec.writable_paths, spec.cwd]
+    try:
+        real = [os.path.realpath(p) for p in named]
+    except OSError as exc:  # realpath's readlink, of a link swapped in and out meanwhile
+        raise SandboxError(f"cannot resolve the paths of the launch: {exc}") from exc
+    if spec.resolved:
+        for p, r in zip(named, real, strict=True):
+            if r != os.path.abspath(p):
+                raise SandboxError(f"refusing to launch in {p}: it leads to {r} now (a "
+                                   "symbolic link on the way changed since it was checked)")
+    return dataclasses.replace(spec, writable_paths=tuple(dict.fromkeys(real[:-1])),
+                               cwd=real[-1])
+
+
+def _exactly(path: str, act: Callable[[int], T]) -> T:
+    """``act`` on a descriptor of the file or folder at ``path`` reached through no
+    symbolic link: a grant by name would follow a link another execution swapped in
+    (OSError when one lies on the way)."""
+    at = mounts.open_nofollow(path)
+    if at is None:
+        raise OSError(f"{path} is gone, or a symbolic link lies on the way")
+    try:
+        # the very inode, opened for its attributes (an O_PATH descriptor has none to set)
+        fd = os.open(f"/proc/self/fd/{at}", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+                     | os.O_CLOEXEC)
+    finally:
+        os.close(at)
+    try:
+        return act(fd)
+    finally:
+        os.close(fd)
 
 
 class _Grants:
@@ -101,19 +144,22 @@ class _Grants:
         #: what we hold, on disk: swept if this host dies, and honoured by other engines
         self._ledger = ledger
 
-    def add(self, paths: list[tuple[str, bool]]) -> list[str]:
+    def add(self, paths: list[tuple[str, bool]], *, resolved: bool = False) -> list[str]:
+        """Grant each of ``paths`` (``resolved``: as named, never resolved again; a link
+        swapped in since fails the grant)."""
         taken: list[str] = []
         with self._lock:
             for named, write in paths:
-                if not os.path.exists(named):
-                    continue
+                if not resolved and not os.path.exists(named):
+                    continue  # (a resolved one that is gone fails the grant)
                 # a path through a symbolic link: the grant is on what it points to, and
                 # both ways there are traversed
-                path = os.path.realpath(named)
+                path = os.path.abspath(named) if resolved else os.path.realpath(named)
                 try:
                     for way in dict.fromkeys((named, path)):
                         acl.grant_traverse(way, self.gid)
-                    changed = acl.grant(path, self.gid, write=write)
+                    changed = _exactly(path, functools.partial(
+                        acl.grant, gid=self.gid, write=write))
                 except OSError as exc:
                     raise SandboxError(f"cannot grant the sandbox uid access to {path}: "
                                        f"{exc}") from exc
@@ -144,7 +190,7 @@ class _Grants:
             for path in gone:
                 if path not in held:
                     with contextlib.suppress(OSError):
-                        acl.revoke(path, self.gid)
+                        _exactly(path, lambda at: acl.revoke(at, self.gid))
             if self._ledger is not None:
                 self._ledger.record(self._count)
 
@@ -398,9 +444,25 @@ class SandboxLauncher(Launcher):
         if (slot is None or not spec.limits.workdir_as_owner
                 or (self.level == "restricted" and not self._own_view)):
             return {}
-        mapped = owner.owned_roots(list(spec.writable_paths))
-        return {p: mapped[os.path.realpath(p)] for p in spec.writable_paths
-                if os.path.realpath(p) in mapped}
+        # the paths are resolved (see _resolve); one that resolves elsewhere by now is
+        # not looked up there (its bind, made through no link, will fail)
+        # the paths are resolved (see _resolve): each owner is read from the path itself,
+        # never through a link swapped in since (whose bind then fails anyway)
+        out: dict[str, owner.Owner] = {}
+        for p in spec.writable_paths:
+            fd = mounts.open_nofollow(p)
+            if fd is None:
+                if not os.path.lexists(p):
+                    continue  # nothing there: nothing to bind (as before)
+                raise SandboxError(f"refusing to launch in {p}: a symbolic link lies on "
+                                   "the way now (it changed since it was checked)")
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISDIR(st.st_mode) and owner.can_map(f"/proc/self/fd/{fd}")[0]:
+                    out[p] = owner.Owner(st.st_uid, st.st_gid)
+            finally:
+                os.close(fd)
+        return out
 
     def _plan(self, spec: LaunchSpec, slot: UidSlot | None, group: cgroups.ExecCgroup | None,
               tmp: str, interp: list[str], owned: dict[str, owner.Owner] | None = None
@@ -463,13 +525,15 @@ class SandboxLauncher(Launcher):
             # no root of its own: binds over the host's view, at the real paths (reached
             # with no symbolic link on the way, see mounts.attach_over)
             plan["mounts"] = {
-                "write": [os.path.realpath(p) for p in spec.writable_paths],
+                # resolved already (see _resolve): resolving again would follow a link
+                # swapped in since
+                "write": list(spec.writable_paths),
                 "read": [os.path.realpath(p) for p in spec.readable_paths],
                 "socket_dir": spec.socket_dir,
                 "protect": [os.path.realpath(p) for p in spec.protected_paths],
                 "hide": list(real_paths(tuple(spec.hidden_paths))),
             }
-            plan["owners"] = [[os.path.realpath(p), o.uid, o.gid] for p, o in owned.items()]
+            plan["owners"] = [[p, o.uid, o.gid] for p, o in owned.items()]
         return plan
 
     def _host_net(self, limits: LaunchLimits) -> bool:
@@ -676,6 +740,7 @@ class SandboxLauncher(Launcher):
         # an entry made before what it starts ahead was last refused is never used; one
         # that starts a script's interpreter ahead is kept for a script (a terminal
         # command would leave that interpreter unused)
+        spec = _resolve(spec)
         script = spec.prestart and self.level == "isolated"
         key = (self._own_net(spec.limits), self._zygote_generation, script)
         self._limits_seen = spec.limits
@@ -708,18 +773,19 @@ class SandboxLauncher(Launcher):
                 self._grant_interpreter(interp)
                 # a writable root shown id-mapped to its owner is the sandbox's own there:
                 # only the folders on the way to it need a grant (they stay, see .acl)
-                for path in owned:
-                    for way in dict.fromkeys((path, os.path.realpath(path))):
-                        acl.grant_traverse(way, slot.gid)
-                mine = [os.path.realpath(p) for p in owned]
-                wanted = [(p, False) for p in (*spec.readable_paths, spec.cwd)]
-                wanted += [(p, True) for p in spec.writable_paths]
+                for path in owned:  # resolved (see _resolve): never resolved again
+                    acl.grant_traverse(path, slot.gid)
+
+                def theirs(p: str) -> bool:  # not in a root shown as its owner's
+                    return not any(p == r or mounts.beneath(p, r) for r in owned)
+
+                grants = self._grants.add([(p, False) for p in spec.readable_paths
+                                           if theirs(os.path.realpath(p))])
+                wanted = [(spec.cwd, False), *((p, True) for p in spec.writable_paths)]
                 if tmp:
                     wanted.append((tmp, True))
-                grants = self._grants.add(
-                    [(p, w) for p, w in wanted if not any(
-                        os.path.realpath(p) == r or mounts.beneath(os.path.realpath(p), r)
-                        for r in mine)])
+                grants += self._grants.add([(p, w) for p, w in wanted if theirs(p)],
+                                           resolved=True)
                 if spec.socket_dir:
                     # to this slot's uid only: another sandbox must not reach the socket
                     self._grant_sockets(spec.socket_dir, slot)
@@ -736,7 +802,7 @@ class SandboxLauncher(Launcher):
                                      warm=warm.id if warm is not None else None,
                                      cold=self._cold_fork(script, slot, group, interp,
                                                           spec.limits))
-        except BaseException:
+        except BaseException as exc:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -748,6 +814,10 @@ class SandboxLauncher(Launcher):
             self._grants.release(grants)
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, OSError):
+                # a path of the launch that changed meanwhile (realpath's readlink, a
+                # folder gone): the caller's error, not the engine's breakage
+                raise SandboxError(f"cannot launch the sandbox: {exc}") from exc
             raise
         for fd in (out_w, err_w, st_w):
             os.close(fd)

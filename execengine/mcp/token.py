@@ -32,13 +32,27 @@ def default_token_path(host: str, port: int) -> Path:
 
 
 def _private_folder(folder: Path) -> None:
-    """``folder`` exists, is a real directory of ours, and only we can enter it."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """``folder`` exists and is a real directory of ours that no one else may change.
+
+    A folder made here is made 0700. One that was there is never changed: a red team
+    gave ``--token-file /tmp/mcp.token`` to a server run as root, which owns ``/tmp``, and
+    it made ``/tmp`` mode 0700 (every other user locked out of it, its sticky bit gone).
+    The token file is 0600 in any case; a folder others may write without the sticky bit
+    (where they could swap the file) is refused."""
+    try:
+        folder.mkdir(mode=0o700, parents=True)
+        made = True
+    except FileExistsError:
+        made = False
     info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
         raise McpError(f"cannot keep the MCP token in {folder}: not a directory of this user")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(folder, 0o700)
+    mode = stat.S_IMODE(info.st_mode)
+    if made and mode & 0o077:
+        os.chmod(folder, 0o700)  # the umask's group and other bits, on our own folder
+    elif mode & 0o022 and not mode & stat.S_ISVTX:
+        raise McpError(f"cannot keep the MCP token in {folder}: others may write there "
+                       f"(mode {mode:o}); choose a private folder for --token-file")
 
 
 def write_token(path: Path, token: str) -> None:

@@ -128,7 +128,7 @@ def run_sandboxed(launcher: Launcher, command: str, *, config: Config,
                       env=env, cwd=real_cwd, run_token=token, writable_paths=writable,
                       readable_paths=readable, pass_fds=(pwd_w,),
                       protected_paths=policy.protected, hidden_paths=policy.denied_paths,
-                      limits=_limits(config, policy, timeout))
+                      limits=_limits(config, policy, timeout), resolved=True)
     # one capture for both streams: the model sees them interleaved, as in a terminal
     output = OutputCapture(max(256, max_output_chars), name="output")
     try:

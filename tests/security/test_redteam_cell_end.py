@@ -136,3 +136,34 @@ def test_a_leftover_thread_gets_no_tool_call_in_the_next_cell(level, tmp_path):
     assert not (tmp_path / "written-by-leftover").exists(), answer
     assert "error" in answer or "raised" in answer, answer
     assert (tmp_path / "written-by-cell-2").read_text() == "ok", lines  # negative control
+
+
+HIJACKER = r'''
+import sys
+Kernel = sys.modules["_execengine.kernel"].Kernel
+real_run = Kernel.run
+
+def run(self, msg):  # every later cell runs this code instead, with its own secrets
+    real_run(self, {**msg, "code": "print('HIJACKED'); open('hijacked', 'w').close()"})
+
+Kernel.run = run
+print("planted")
+'''
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open (deep design): a cell's code runs in the kernel's own process, so it can replace "
+    "the kernel's code (here Kernel.run) and every later cell of the session runs the "
+    "attacker's code under that cell's own end secret and call credential; the host "
+    "cannot tell. The per-cell secrets stop a cell that forges its end while it keeps "
+    "running, not one that rewrites the runtime for the cells after it"))
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_cell_cannot_rewrite_the_kernel_for_the_next_cells(level, tmp_path):
+    """Negative control built in: the first cell's plant does run (``planted``), so the
+    probe is live; the second cell must run its own code and nothing of the plant."""
+    with _engine(level) as engine:
+        first = engine.execute(HIJACKER, session="s", cwd=str(tmp_path))
+        assert "planted" in first.output, (first.error, first.stderr)
+        second = engine.execute("print('REAL')", session="s", cwd=str(tmp_path))
+    assert second.output.strip() == "REAL", second.output
+    assert not (tmp_path / "hijacked").exists()

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 
 import pytest
 
@@ -54,7 +56,11 @@ except OSError as exc:
 """
 
 
-@pytest.mark.parametrize("cwd", ["/", "/etc", "/usr/lib", "/var", "~/.ssh"])
+@pytest.mark.parametrize("cwd", ["/", "/etc", "/usr/lib", "/var", "~/.ssh",
+                                 # what root runs later: the next apt run's maintainer
+                                 # scripts, cron's tables, runtime state
+                                 "/var/lib/dpkg/info", "/var/spool/cron/crontabs",
+                                 "/run/lock"])
 @pytest.mark.parametrize("level", SANDBOXED)
 def test_a_system_folder_is_never_a_sandboxs_working_directory(level, cwd, tmp_path):
     path = os.path.expanduser(cwd)
@@ -192,3 +198,68 @@ def test_a_homes_hidden_folders_are_refused_unless_allowed(level, inside, tmp_pa
         r = engine.execute(PLANT_GIT_CONFIG, cwd=str(cwd))
     assert r.status == "success", (r.error, r.stderr)
     assert planted.stat().st_uid == USER, r.output
+
+
+SWAPPER = """
+import os, time
+deadline = time.monotonic() + 50
+swaps = 0
+while not os.path.exists("stop") and time.monotonic() < deadline:
+    os.rename("sub", "sub.real")
+    os.symlink({victim!r}, "sub")
+    time.sleep(0.0005)
+    os.unlink("sub")
+    os.rename("sub.real", "sub")
+    time.sleep(0.0005)
+    swaps += 1
+print("SWAPS", swaps)
+"""
+
+LAND = """
+import os
+open("landed-%d" % os.getpid(), "w").write("x")
+print("LANDED", os.getcwd())
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("level", LEVEL)
+def test_a_working_directory_swapped_for_a_link_after_its_check(level, tmp_path):
+    """Two executions share a project: one runs in ``proj``, the next in ``proj/sub``. A
+    red team's script in ``proj`` swapped ``sub`` for a link to a denied folder and back,
+    again and again: a launch whose check saw the folder and whose bind then followed the
+    link ran in the denied folder, writable, as its owner (with ``/etc`` there, root's
+    ``/etc``). Now the working directory is resolved once, checked, and bound as resolved
+    through no link (a link swapped in since fails that launch, as does an ACL grant by
+    name). The control that the window was hit: some launches are refused for exactly
+    that. Level ``none`` (the negative control): the script lands in the denied folder."""
+    project = tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    victim = tmp_path / "denied"
+    victim.mkdir()
+    config = _config(level, **{"files.denied_paths": [str(victim)],
+                               "code_execution.timeout": 60})
+    landed = lambda: [n for n in os.listdir(victim) if n.startswith("landed-")]  # noqa: E731
+    raced = 0
+    with Engine(config) as engine:
+        result: dict[str, object] = {}
+        swapper = threading.Thread(target=lambda: result.setdefault(
+            "r", engine.execute(SWAPPER.format(victim=str(victim)), cwd=str(project))))
+        swapper.start()
+        try:
+            deadline = time.monotonic() + 45
+            while time.monotonic() < deadline and not landed() and raced < 3:
+                try:
+                    engine.execute(LAND, cwd=str(project / "sub"))
+                except (SandboxError, InvalidArgumentError) as exc:
+                    raced += "changed since it was checked" in str(exc) or (
+                        "symbolic link" in str(exc))
+        finally:
+            (project / "stop").touch()
+            swapper.join(60)
+    assert "SWAPS" in getattr(result.get("r"), "output", ""), result
+    if level == "none":
+        assert landed(), "the negative control never landed in the denied folder"
+        return
+    assert not landed(), landed()
+    assert raced >= 3, raced
