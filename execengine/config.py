@@ -183,6 +183,12 @@ class CodeExecutionConfig(_Section):
         "interpreter's folders), not each started afresh; off: each starts on its own "
         "(about 40 ms more CPU per execution here; the executions then differ in address "
         "layout and hash seed)")
+    recycle_entries: bool = option(
+        True, "at level isolated with cgroups: an entry's namespaces and root serve the "
+        "next executions after a reset that leaves nothing of the one before (its binds "
+        "detached, fresh /tmp, /dev/shm and IPC namespace, the pid counter back to 1, "
+        "fresh Landlock rules; its cgroup and uid slot are new for each), instead of being "
+        "made anew for each; off: new namespaces and root for every execution")
     workdir_as_owner: bool = option(
         True, "kept for compatibility (the default since the working directory behaves as "
         "the user's own project): at restricted and isolated as root the script, its "

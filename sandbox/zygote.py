@@ -304,6 +304,9 @@ def main(params: dict[str, Any]) -> object:
             ruleset = moved
         if plan.get("landlock") is not None and (ruleset is None or ll is None):
             raise OSError("the plan asks for Landlock and no ruleset was made ahead")
+        if len(fds) - 3 != len(plan["fd_targets"]):
+            raise OSError(f"the plan came with {len(fds)} descriptors, not "
+                          f"{3 + len(plan['fd_targets'])}: {fds}")
         _place_fds(fds[:2], fds[3:], list(plan["fd_targets"]),
                    {errfd} | ({ruleset} if ruleset is not None else set()))
         os.chdir(plan["cwd"])
@@ -336,8 +339,15 @@ def main(params: dict[str, Any]) -> object:
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_PDEATHSIG = 1
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
+
+
+#: the namespaces an entry's init hands over (its own: mount, pid, network, IPC, UTS), by
+#: the flag ``setns`` takes and their name in ``/proc/self/ns``
+NAMESPACES = ((0x00020000, "mnt"), (0x20000000, "pid"), (0x40000000, "net"),
+              (0x08000000, "ipc"), (0x04000000, "uts"))
 
 
 def serve(params: dict[str, Any]) -> object:
@@ -345,23 +355,36 @@ def serve(params: dict[str, Any]) -> object:
     namespace of the fixed root alone, started with the environment every execution of its
     launcher shares. For each request on ``params["ctl"]`` (the uid, gid, rlimits and
     seccomp program of one warm entry, with the entry's socket and cgroup directories),
-    fork a keeper (:func:`_keep`); never returns here. Returns, in the process the keeper
-    forks into the entry's namespaces, the code to run (see :func:`main`)."""
+    wait for that entry's init to hand its namespaces over, and fork the execution's
+    interpreter into them (:func:`_fork_into`); never returns here. Returns, in that
+    interpreter, the code to run (see :func:`main`).
+
+    The interpreters are our children (outside their pid namespaces: init cannot reap
+    them): we reap them with ``wait`` (not the kernel, as SIG_IGN would: so their CPU time
+    is in ours, where the host's accounting finds it) and report each one's wait status to
+    its entry's init as ``exit <status>``. No process stands between us and them: a
+    keeper forked per entry to do that cost a fork, its page faults and its exit (2.5 ms
+    of CPU an execution)."""
     import ctypes
     import gc
     import select
     import signal
 
     libc = ctypes.CDLL(None, use_errno=True)
-    # keepers are reaped here, with wait (not by the kernel, as SIG_IGN would): so their
-    # CPU time, and their interpreters', is in ours, where the host's accounting finds it
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     sock = _socket.socket(fileno=params["ctl"])
+    # ours, to come back to after each fork into an entry's
+    home = [(flag, os.open("/proc/self/ns/" + name, os.O_RDONLY | os.O_CLOEXEC))
+            for flag, name in NAMESPACES]
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN)
     poller.register(wake_r, select.POLLIN)
+    #: entries not handed over yet: their socket's descriptor -> (socket, request, cgroups)
+    waiting: dict[int, tuple[_socket.socket, dict[str, Any], list[int]]] = {}
+    #: interpreters running: pid -> the socket to their init
+    running: dict[int, _socket.socket] = {}
     # what the start made lives in every fork: out of the collector's sight, so that a
     # collection there does not touch (and copy) those pages
     gc.freeze()
@@ -371,24 +394,40 @@ def serve(params: dict[str, Any]) -> object:
         except InterruptedError:
             continue
         if wake_r in ready:
-            _reap_keepers(wake_r)
-        if sock.fileno() not in ready:
-            continue
-        msg, fds = _recv(sock)
-        if not msg:
-            os._exit(0)  # the spawner is gone
-        pid = os.fork()
-        if pid == 0:
-            signal.set_wakeup_fd(-1)
-            for fd in (sock.detach(), wake_r, wake_w):
-                os.close(fd)
-            return _keep(libc, ctypes, marshal.loads(msg), fds, params)
-        for fd in fds:
-            os.close(fd)
+            _reap(wake_r, running)
+        for fd in ready:
+            if fd not in waiting:
+                continue
+            poller.unregister(fd)
+            entry, req, cgroups = waiting.pop(fd)
+            ours = [sock.fileno(), wake_r, wake_w, *(f for _, f in home),
+                    *(s.fileno() for s in running.values()),
+                    *(f for e, _, c in waiting.values() for f in (e.fileno(), *c))]
+            pid, got = _fork_into(libc, ctypes, entry, cgroups, home, ours)
+            if pid == 0:  # the interpreter, in the entry's namespaces: the code to run
+                # (their descriptors are closed: detached, so that the objects, freed as
+                # this frame ends, do not close the numbers again once the plan's use them)
+                for s in (sock, *running.values(), *(e for e, _, _ in waiting.values())):
+                    s.detach()
+                init, ruleset, ll = got
+                return _enter(libc, ctypes, req, cgroups, init, ruleset, ll, params)
+            if pid > 0:
+                running[pid] = got
+        if sock.fileno() in ready:
+            msg, fds = _recv(sock)
+            if not msg:
+                os._exit(0)  # the spawner is gone
+            if not fds:
+                continue
+            entry = _socket.socket(fileno=fds[0])
+            waiting[fds[0]] = (entry, marshal.loads(msg), fds[1:])
+            poller.register(fds[0], select.POLLIN)
 
 
-def _reap_keepers(wake_r: int) -> None:
-    """As the template, woken by SIGCHLD: reap every keeper that has ended."""
+def _reap(wake_r: int, running: dict[int, _socket.socket]) -> None:
+    """As the template, woken by SIGCHLD: reap every child that has ended, and report an
+    interpreter's wait status to its entry's init (a process the script made with
+    ``CLONE_PARENT`` is our child too: reaped, nothing reported)."""
     try:
         while os.read(wake_r, 4096):
             pass
@@ -396,64 +435,90 @@ def _reap_keepers(wake_r: int) -> None:
         pass
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         except InterruptedError:
             continue
         if pid == 0:
             return
+        init = running.pop(pid, None)
+        if init is not None:
+            try:  # noqa: SIM105 - init is gone when the namespace was killed
+                init.send(b"exit %d" % status)
+            except OSError:
+                pass
+            init.close()
 
 
-def _keep(libc: Any, ctypes: Any, req: dict[str, Any], fds: list[int],
-          params: dict[str, Any]) -> object:
-    """As a keeper, forked by the template for one warm entry: wait for the entry's
-    init to hand over its namespaces, join them, fork the execution's interpreter
-    (which returns the code from here, see :func:`_enter`), and report its wait status to
-    the namespace's init as ``exit <status>``. The interpreter is the keeper's child,
-    outside its pid namespace: init reaps everything else and learns this one's end from
-    us."""
+def _fork_into(libc: Any, ctypes: Any, entry: _socket.socket, cgroups: list[int],
+               home: list[tuple[int, int]], ours: list[int]) -> tuple[int, Any]:
+    """As the template, once ``entry``'s init has handed over (a pidfd of itself, its end
+    of the interpreter's socket, the Landlock rules made ahead): join its namespaces, fork
+    the interpreter there, come back to ours (``home``). ``(0, (init, ruleset, landlock))``
+    in the interpreter, with every other descriptor of ours (``ours``) closed; ``(pid,
+    socket to init)`` here, the entry's descriptors closed; ``(-1, None)`` when nothing
+    was forked (the entry was discarded, or its namespaces could not be joined: its init
+    then starts the interpreter itself)."""
     import signal
 
-    # (no death signal: if our parent dies, our job still ends with the interpreter's)
-    entry_sock = _socket.socket(fileno=fds[0])
-    cgroups = fds[1:]
-    msg, got = _recv(entry_sock)
-    if not msg or len(got) < 2:
-        os._exit(0)  # the entry was discarded before it was ready
-    hand = marshal.loads(msg)
-    pidfd, init = got[0], got[1]
-    ruleset = got[2] if len(got) > 2 else None
-    if libc.setns(pidfd, hand["ns"]) != 0:
-        err = ctypes.get_errno()
-        entry_sock.send(b"error setns: " + os.strerror(err).encode())
-        os._exit(0)
-    os.close(pidfd)
-    # the interpreter's end is ours to wait for, without the template's handler
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    child = os.fork()
-    if child == 0:
-        entry_sock.close()
-        return _enter(libc, ctypes, req, cgroups, init, ruleset, hand.get("landlock"), params)
-    for fd in cgroups + ([ruleset] if ruleset is not None else []):
-        os.close(fd)
-    try:  # noqa: SIM105
-        entry_sock.send(b"ok")
-    except OSError:
-        pass
-    entry_sock.close()
-    while True:
+    got: list[int] = []
+    child = False
+    try:
+        msg, got = _recv(entry)
+        if not msg or len(got) < 2:
+            return -1, None  # the entry was discarded before it was ready
+        hand = marshal.loads(msg)
+        if libc.setns(got[0], hand["ns"]) != 0:
+            err = ctypes.get_errno()
+            _home(libc, home)  # (a failed setns joins none of them; to be sure)
+            entry.send(b"error setns: " + os.strerror(err).encode())
+            return -1, None
+        pid = os.fork()
+        if pid == 0:
+            child = True
+            signal.set_wakeup_fd(-1)  # before its descriptor is closed
+            for fd in (*ours, entry.detach(), got[0]):
+                try:  # noqa: SIM105
+                    os.close(fd)
+                except OSError:
+                    pass
+            return 0, (got[1], got[2] if len(got) > 2 else None, hand.get("landlock"))
+        _home(libc, home)
+        init = _socket.socket(fileno=got.pop(1))
+        # with a pidfd of ourselves: init forwards no plan once we are gone (nobody would
+        # report the interpreter's end)
+        me = (getattr(os, "pidfd_open", lambda pid: -1))(os.getpid())
         try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    report = _socket.socket(fileno=init)
-    try:  # noqa: SIM105 - init is gone when the namespace was killed
-        report.send(b"exit %d" % status)
+            entry.sendmsg([b"ok"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                                     me.to_bytes(4, sys.byteorder, signed=True))]
+                          if me >= 0 else [])
+        except OSError:
+            pass
+        finally:
+            if me >= 0:
+                os.close(me)
+        return pid, init
     except OSError:
-        pass
-    os._exit(0)
+        return -1, None
+    finally:
+        if not child:  # (the interpreter keeps what it was handed, and its cgroups)
+            if entry.fileno() >= 0:
+                entry.close()
+            for fd in got + cgroups:
+                try:  # noqa: SIM105
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def _home(libc: Any, home: list[tuple[int, int]]) -> None:
+    """Back to the template's own namespaces. A template that cannot come back must not
+    fork another entry's interpreter from inside this one's: it exits (the spawner starts
+    another)."""
+    for flag, fd in home:
+        if libc.setns(fd, flag) != 0:
+            os._exit(70)
 
 
 def _enter(libc: Any, ctypes: Any, req: dict[str, Any], cgroups: list[int], init: int,
@@ -461,8 +526,8 @@ def _enter(libc: Any, ctypes: Any, req: dict[str, Any], cgroups: list[int], init
     """As the execution's interpreter, just forked into the entry's namespaces as root:
     join its cgroups, a session of our own, the rlimits, the uid drop, subreaper,
     no-new-privileges, seccomp; then wait for the plan (:func:`main`). Anything failing
-    here ends the process before it says ready: the keeper reports that, and the spawner
-    gives the plan to a cold entry."""
+    here ends the process before it says ready: the template reports that, and the
+    spawner gives the plan to a cold entry."""
     import signal
 
     try:
@@ -485,8 +550,13 @@ def _enter(libc: Any, ctypes: Any, req: dict[str, Any], cgroups: list[int], init
             os.setgroups([])
             os.setresgid(gid, gid, gid)
             os.setresuid(uid, uid, uid)
-        for option in (PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS):
-            if libc.prctl(option, ctypes.c_ulong(1), 0, 0, 0) != 0:
+        # (after the uid drop, which clears it) the template, our parent, is the one
+        # that reports our end to init: should it die, we die with it, waiting (init then
+        # gives the plan to another entry) or running (our status is lost: init reports a
+        # kill, as it does for a template that died before it reported)
+        for option, value in ((PR_SET_CHILD_SUBREAPER, 1), (PR_SET_NO_NEW_PRIVS, 1),
+                              (PR_SET_PDEATHSIG, int(signal.SIGKILL))):
+            if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), f"prctl({option})")
         program = req.get("seccomp")
         if program:
@@ -496,45 +566,7 @@ def _enter(libc: Any, ctypes: Any, req: dict[str, Any], cgroups: list[int], init
                 len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
             if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0):
                 raise OSError(ctypes.get_errno(), "seccomp")
-        _unshare_pages(libc, ctypes)
     except BaseException:
         os._exit(127)
     return main({"ctl": init, "argv0": params["argv0"], "env": params["env"],
                  "ruleset": ruleset, "landlock": ll})
-
-
-MADV_POPULATE_WRITE = 23
-#: ``mincore``'s byte per page: its low bit says present, the others are reserved
-_PRESENT_BIT = bytes(i & 1 for i in range(256))
-
-
-def _unshare_pages(libc: Any, ctypes: Any) -> None:
-    """Copy now, before the plan, the writable pages we share with the template (about
-    8 MiB: its heap, its libraries' data): else each is copied when first written, by
-    the script, a few microseconds at a time (a tool call's round trip was 10 % slower).
-    Only pages present (``mincore``): the rest of a mapping, never touched by the
-    template (3 MiB of its arenas' reserve), would be made and zeroed for nothing, and
-    held by every waiting interpreter. One ``madvise`` per run of present pages; a kernel
-    without ``MADV_POPULATE_WRITE`` (5.14) leaves them shared."""
-    with open("/proc/self/maps") as maps:
-        lines = maps.read().splitlines()
-    page = os.sysconf("SC_PAGE_SIZE")
-    for line in lines:
-        fields = line.split()
-        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5].startswith("[v")):
-            continue  # not a private writable mapping, or the kernel's vvar/vdso
-        start, end = (int(x, 16) for x in fields[0].split("-"))
-        present = (ctypes.c_ubyte * ((end - start) // page))()
-        if libc.mincore(ctypes.c_void_p(start), ctypes.c_size_t(end - start), present):
-            continue
-        flags = bytes(present).translate(_PRESENT_BIT)
-        first = flags.find(1)
-        while first >= 0:
-            after = flags.find(0, first)
-            if after < 0:
-                after = len(flags)
-            if libc.madvise(ctypes.c_void_p(start + first * page),
-                            ctypes.c_size_t((after - first) * page),
-                            MADV_POPULATE_WRITE) != 0 and ctypes.get_errno() == 22:
-                return  # EINVAL: not supported here
-            first = flags.find(1, after)

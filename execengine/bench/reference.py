@@ -2,12 +2,21 @@
 
 ``PYTHON`` in ``execengine bench speed --reference PYTHON`` is an interpreter with the
 reference installed (``hermes-agent``; the version the README's figures are about is pinned
-in ``benchmarks/reference-requirements.txt``), best the same Python as ours. A driver
-process (:data:`DRIVER`) runs under it and runs the reference's own ``execute_code`` when
-asked, so the speed suite can interleave its runs with ours. Its ``web_search`` is replaced
-by a handler that returns at once (ours gets the same no-op), and its tool-call limit is
-raised so a round-trip script is not cut off at its default 50 calls; nothing else of its
-configuration is changed.
+in ``benchmarks/reference-requirements.txt``). A driver process (:data:`DRIVER`) runs under
+it and runs the reference's own ``execute_code`` when asked, so the speed suite can
+interleave its runs with ours. Its ``web_search`` is replaced by a handler that returns at
+once (ours gets the same no-op), and its tool-call limit is raised so a round-trip script
+is not cut off at its default 50 calls; nothing else of its configuration is changed.
+
+**One interpreter and site for both.** A script's start is most of a trivial execution, and
+what a start costs depends on the interpreter and its ``site`` (a virtual environment's own
+``site-packages`` and every ``.pth`` file in it run at each start): the suite compares the
+engines only when both children start the same interpreter with the same ``site``. So our
+side of the suite runs in a process of ``PYTHON`` too (:func:`same_interpreter`; the speed
+suite starts one when it runs elsewhere, :func:`under`), its children start that
+interpreter, and before anything else the two engines' ``<child interpreter> -c pass`` are
+timed, interleaved: :func:`agreed_floors` refuses to go on when they differ by more than
+:data:`FLOOR_TOLERANCE`.
 """
 
 from __future__ import annotations
@@ -16,19 +25,28 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from execengine.bench.stats import Spread, interleaved
 from execengine.errors import BenchError
+
+#: how far apart the two engines' ``python -c pass`` may be for the suite to compare them
+FLOOR_TOLERANCE = 0.10
+#: times the floors are measured before the suite gives up (a noisy phase of the machine
+#: can pull two medians of one interpreter apart; a different site stays apart)
+FLOOR_TRIES = 3
 
 #: runs under the reference's interpreter (standard library and the reference only). One
 #: JSON request a line on stdin, one JSON reply a line on the descriptor given as argv[1]
 #: (the reference logs to stdout and stderr; both go to stderr, which the caller keeps).
 #: A request runs ``count`` executions of ``code`` on ``workers`` threads (or, with no code,
-#: ``<its interpreter> -c pass``) and replies with the wall time, the CPU time of this
-#: process and its reaped children, and the outputs.
+#: ``<the interpreter its scripts start> -c pass``) and replies with the wall time, the CPU
+#: time of this process and its reaped children, and the outputs.
 DRIVER = r"""
 import json, os, resource, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,8 +71,13 @@ check = json.loads(model_tools.handle_function_call("web_search", {"query": "q"}
 if check != {"ok": True}:
     reply(error="the no-op web_search did not take the reference's place: %r" % (check,))
     sys.exit(0)
+try:  # the interpreter its scripts start: its own, unless its mode picks a virtualenv's
+    from tools.code_execution_tool import _get_execution_mode, _resolve_child_python
+    child = _resolve_child_python(_get_execution_mode())
+except Exception:
+    child = sys.executable
 reply(version=version("hermes-agent"), python=sys.version.split()[0],
-      executable=sys.executable)
+      executable=sys.executable, prefix=sys.prefix, child=child)
 def cpu():
     used = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return sum(u.ru_utime + u.ru_stime for u in used)
@@ -70,7 +93,7 @@ def one(code):
     return result.get("output", "")
 def spawn():
     import subprocess
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    subprocess.run([child, "-c", "pass"], check=True)
     return ""
 for line in sys.stdin:
     req = json.loads(line)
@@ -144,6 +167,9 @@ class Reference:
             raise
         self.version: str = hello["version"]
         self.python: str = hello["python"]
+        #: its ``sys.prefix`` (the virtual environment), and the interpreter its scripts start
+        self.prefix: str = hello["prefix"]
+        self.child: str = hello["child"]
 
     def _reply(self) -> dict[str, Any]:
         line = self._replies.readline()
@@ -159,7 +185,7 @@ class Reference:
 
     def run(self, code: str | None, *, count: int = 1, workers: int = 1) -> Run:
         """``count`` executions of ``code`` by the reference on ``workers`` threads; with
-        ``code`` None, ``count`` starts of the reference's interpreter (``-c pass``)."""
+        ``code`` None, ``count`` starts of the interpreter its scripts start (``-c pass``)."""
 
         assert self._proc.stdin is not None
         try:
@@ -189,3 +215,51 @@ class Reference:
         self._replies.close()
         self._stderr.close()
         self._home.cleanup()
+
+
+def same_interpreter(python: str) -> bool:
+    """Whether ``python`` is the interpreter running here, with the same site: the same
+    program, started from the same folder (a virtual environment is found next to the
+    program as named, not as resolved)."""
+    here = os.path.abspath(sys.executable)
+    there = os.path.abspath(python)
+    return (os.path.dirname(here) == os.path.dirname(there)
+            and os.path.realpath(here) == os.path.realpath(there))
+
+
+def under(python: str, module: str, function: str, *args: str) -> list[str]:
+    """The command running ``module.function(*args)`` (its return value the exit status)
+    in a process of ``python``, with this very copy of execengine first on its path (the
+    reference's virtual environment sees ours through ``--system-site-packages``, which may
+    be another copy: an editable install's checkout, say)."""
+    root = str(Path(__file__).resolve().parents[2])
+    code = (f"import sys; sys.path.insert(0, {root!r}); from {module} import {function}; "
+            f"sys.exit({function}(*sys.argv[1:]))")
+    return [python, "-c", code, *args]
+
+
+def agreed_floors(ours: Callable[[], float], theirs: Callable[[], float], *, rounds: int,
+                  emit: Callable[[str], None], tolerance: float = FLOOR_TOLERANCE,
+                  tries: int = FLOOR_TRIES) -> tuple[Spread, Spread]:
+    """Our floor and the reference's (each a sample function returning seconds: one
+    ``<child interpreter> -c pass``), interleaved, ``rounds`` rounds, in ms. Both are
+    printed; while their medians differ by more than ``tolerance`` they are measured
+    again, and after ``tries`` the suite is refused (:class:`BenchError`): its ratios would
+    compare two interpreters' start-up, not the engines."""
+    gap = 0.0
+    for attempt in range(1, tries + 1):
+        walls = interleaved(rounds, theirs, ours)
+        mine, ref = Spread.of(walls[1]).scaled(1000), Spread.of(walls[0]).scaled(1000)
+        gap = mine.median / ref.median - 1
+        emit(f"floors ({attempt}/{tries}): python -c pass, our child's interpreter "
+             f"{mine.median:.2f} ms (min {mine.min:.2f}, p90 {mine.p90:.2f}), the "
+             f"reference's {ref.median:.2f} ms (min {ref.min:.2f}, p90 {ref.p90:.2f}): "
+             f"{gap:+.1%}")
+        if abs(gap) <= tolerance:
+            return mine, ref
+    raise BenchError(
+        f"refused: the two engines' interpreters start {abs(gap):.0%} apart (python -c pass, "
+        f"more than {tolerance:.0%}, {tries} times), so a ratio would compare interpreters "
+        "and their site, not the engines: run ours on the reference's interpreter (execengine "
+        "importable from its venv, made with --system-site-packages) and check that its "
+        "scripts start that interpreter")

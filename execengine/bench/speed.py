@@ -136,9 +136,9 @@ def cpu_seconds() -> float:
     """CPU time of this process, its reaped children, and every descendant still there
     (running or a zombie) with what it reaped. Every level counts: at ``isolated`` the
     host has the result from the namespace's init before the init and so the spawner have
-    reaped the execution, so its time is still in those processes then; a forked
-    interpreter's is its keeper's, which the template reaps with ``wait`` (a process the
-    kernel reaps, with SIGCHLD ignored, takes its time with it)."""
+    reaped the execution, so its time is still in those processes then; the template
+    reaps the interpreters it forks with ``wait`` (a process the kernel reaps, with
+    SIGCHLD ignored, takes its time with it)."""
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     total = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
@@ -663,52 +663,118 @@ def memory(config: Config, *, quick: bool) -> list[Figure]:
 
 def versus_reference(config: Config, python: str, *, reps: int,
                      emit: Callable[[str], None]) -> list[Figure]:
-    """The **reference** suite: ours against the reference's ``execute_code``."""
+    """The **reference** suite: ours against the reference's ``execute_code``, both on
+    ``python`` and its site (see :mod:`~execengine.bench.reference`): here when this
+    process runs that interpreter, else in a process of it started for the suite, whose
+    figures come back."""
+    if not reference.same_interpreter(python):
+        return _versus_under(config, python, reps=reps, emit=emit)
+    with reference.Reference(python) as ref:
+        return versus(config, ref, reps=reps, emit=emit)
 
+
+def _versus_under(config: Config, python: str, *, reps: int,
+                  emit: Callable[[str], None]) -> list[Figure]:
+    """:func:`versus_reference` run by a process of ``python`` (:func:`reference_main`)."""
+    if not os.access(python, os.X_OK):
+        raise BenchError(f"--reference {python}: not an executable interpreter")
+    emit(f"the reference suite runs on the reference's interpreter, {python} (ours on it "
+         "too: one interpreter and site for both)")
+    path = config.config_path()
+    # its scripts, and ours, start that interpreter itself: not an active virtualenv's
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    with tempfile.TemporaryDirectory(prefix="execengine-versus-") as tmp:
+        out = Path(tmp, "figures.json")
+        spec = json.dumps({"python": python, "reps": reps, "json": str(out),
+                           "config": str(path) if path else None})
+        cmd = reference.under(python, "execengine.bench.speed", "reference_main", spec)
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                    env=env, text=True)
+        except OSError as exc:
+            raise BenchError(f"--reference {python}: {exc.strerror}") from exc
+        assert proc.stdout is not None
+        with proc:
+            for line in proc.stdout:
+                emit(line.rstrip("\n"))
+        result = json.loads(out.read_text()) if out.exists() else {}
+    if "figures" not in result:
+        raise BenchError(result.get("error") or f"the reference suite under {python} ended "
+                         f"with status {proc.returncode} and no figures (its errors above)")
+    return [Figure.from_dict(f) for f in result["figures"]]
+
+
+def reference_main(spec: str) -> int:
+    """In a process of the reference's interpreter (see :func:`_versus_under`): run the
+    suite and write its figures, or the error that stopped it, as JSON."""
+    args = json.loads(spec)
+    config = load_config(args["config"]) if args["config"] else Config()
+    try:
+        with reference.Reference(args["python"]) as ref:
+            figures = versus(config, ref, reps=int(args["reps"]),
+                             emit=lambda line: print(line, flush=True))
+        result: dict[str, Any] = {"figures": [f.to_dict() for f in figures]}
+    except BenchError as exc:
+        result = {"error": str(exc)}
+    Path(args["json"]).write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+def versus(config: Config, ref: reference.Reference, *, reps: int,
+           emit: Callable[[str], None]) -> list[Figure]:
+    """The reference suite with ``ref``'s driver, in a process of its interpreter: ours
+    and the reference's floors first (:func:`.reference.agreed_floors`: refused when they
+    differ by more than 10 %), then each figure interleaved with the reference's."""
+    here = sys.version.split()[0]
+    emit(f"reference: hermes-agent {ref.version} on python {ref.python} at {sys.executable}"
+         + ("" if ref.prefix == sys.prefix else
+            f" (its prefix {ref.prefix}, ours {sys.prefix}: not the same site)")
+         + ("" if ref.python == here else f" (ours: {here}; not the same interpreter)"))
+    # our scripts start this interpreter (an active virtualenv's would be another one)
+    child = [sys.executable, "-c", "pass"]
     out: list[Figure] = []
-    with reference.Reference(python) as ref, tempfile.TemporaryDirectory() as cwd, \
-            contextlib.ExitStack() as stack:
-        here = sys.version.split()[0]
-        emit(f"reference: hermes-agent {ref.version} on python {ref.python}"
-             + ("" if ref.python == here else f" (ours: {here}; not the same interpreter)"))
-        engines = {"none": stack.enter_context(noop_engine(config, "none"))}
-        default = stack.enter_context(noop_engine(config))
+    cpu: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as cwd, contextlib.ExitStack() as stack:
+        python = {"code_execution.python": sys.executable}
+        engines = {"none": stack.enter_context(noop_engine(config, "none", **python))}
+        default = stack.enter_context(noop_engine(config, **python))
         if default.launcher.level != "none":
             engines[default.launcher.level] = default
-        cpu: dict[str, list[float]] = {}
 
-        def theirs() -> float:
-            r = ref.run('print("hi")')
-            if r.outputs != ["hi\n"]:
-                raise BenchError(f"the reference printed {r.outputs!r}, not 'hi'")
-            cpu.setdefault("reference", []).append(r.cpu)
-            return r.wall
+        def theirs(key: str, code: str | None) -> Callable[[], float]:
+            def run() -> float:
+                r = ref.run(code)
+                if code is not None and r.outputs != ["hi\n"]:
+                    raise BenchError(f"the reference printed {r.outputs!r}, not 'hi'")
+                cpu.setdefault(key, []).append(r.cpu)
+                return r.wall
+            return run
 
         for _ in range(3):  # warm-up: spawner, probes, stub; the reference's own imports
-            theirs()
+            theirs("warm-up", 'print("hi")')()
             for engine in engines.values():
                 _print_hi(engine, cwd)()
         cpu.clear()
-        starts = interleaved(reps, lambda: ref.run(None).wall,
-                             lambda: timed(lambda: subprocess.run(
-                                 [sys.executable, "-c", "pass"], check=True)))
-        start_ref, start_ours = Spread.of(starts[0]), Spread.of(starts[1])
-        out.append(Figure("python -c pass, our interpreter", start_ours.scaled(1000),
-                          start_ref.scaled(1000), "ms", "the reference's"))
-        if not 0.85 < start_ours.median / start_ref.median < 1.15:
-            emit("note: the two interpreters do not start alike (site's .pth files?), so the "
-                 "figures below compare more than the engines: make the reference's venv "
-                 "with --system-site-packages")
-        walls = interleaved(reps, theirs,
+        floor, floor_ref = reference.agreed_floors(
+            _sampled(cpu, "pass", lambda: subprocess.run(child, check=True)),
+            theirs("reference pass", None), rounds=max(reps, 10), emit=emit)
+        out.append(Figure("python -c pass, our child's interpreter", floor, floor_ref, "ms",
+                          "the reference's"))
+        cpu_pass = Spread.of(cpu["pass"]).scaled(1000)
+        walls = interleaved(reps, theirs("reference", 'print("hi")'),
                             *[_sampled(cpu, lv, _print_hi(e, cwd)) for lv, e in engines.items()])
-        wall_ref, cpu_ref = Spread.of(walls[0]).scaled(1000), Spread.of(cpu["reference"])
+        wall_ref = Spread.of(walls[0]).scaled(1000)
+        cpu_ref = Spread.of(cpu["reference"]).scaled(1000)
         for lv, samples in zip(engines, walls[1:], strict=True):
+            mine = Spread.of(cpu[lv]).scaled(1000)
             out.append(Figure(f'print("hi") at {lv}', Spread.of(samples).scaled(1000), wall_ref,
                               "ms", "the reference"))
-            out.append(Figure(f'CPU per print("hi") at {lv}', Spread.of(cpu[lv]).scaled(1000),
-                              cpu_ref.scaled(1000), "ms", "the reference"))
+            out.append(Figure(f'CPU per print("hi") at {lv}', mine, cpu_ref, "ms",
+                              "the reference"))
+            out.append(Figure(f'CPU per print("hi") at {lv}', mine, cpu_pass, "ms",
+                              "python -c pass CPU"))
         out.append(_round_trips_versus(config, ref, reps=reps))
-        out.append(_throughput_versus(default, ref, reps=reps))
+        out.append(_throughput_versus(default, ref, reps=reps, cwd=cwd))
     return out
 
 
@@ -728,13 +794,14 @@ def _round_trips_versus(config: Config, ref: reference.Reference, *, reps: int) 
                   Spread.of(theirs).scaled(1e6), "us", "the reference", show_p99=True)
 
 
-def _throughput_versus(engine: Any, ref: reference.Reference, *, reps: int) -> Figure:
+def _throughput_versus(engine: Any, ref: reference.Reference, *, reps: int,
+                       cwd: str) -> Figure:
     workers, count = 4, 16
     ref.run("pass", count=workers, workers=workers)
 
     def mine() -> float:
-        return _rate(count, workers, lambda: _checked(engine.execute("pass", tools=[]),
-                                                      "trivial execution"))
+        return _rate(count, workers, lambda: _checked(
+            engine.execute("pass", tools=[], mode="project", cwd=cwd), "trivial execution"))
 
     def theirs() -> float:
         return count / ref.run("pass", count=count, workers=workers).wall
@@ -771,9 +838,11 @@ def run_all(*, quick: bool, config_path: str | None = None, suites: list[str] | 
     config = load_config(config_path) if config_path else Config()
     chosen = suites or [s for s in SUITES if s != "reference" or reference_python]
     if "reference" in chosen and not reference_python:
-        raise BenchError("the reference suite needs --reference PYTHON: an interpreter with "
-                         "the reference installed (pip install -r "
-                         "benchmarks/reference-requirements.txt)")
+        reference_python = os.environ.get("EXECENGINE_BENCH_REFERENCE")
+    if "reference" in chosen and not reference_python:
+        raise BenchError("the reference suite needs --reference PYTHON (or "
+                         "EXECENGINE_BENCH_REFERENCE): an interpreter with the reference "
+                         "installed (pip install -r benchmarks/reference-requirements.txt)")
     reps = 10 if quick else 40
     levels = available_levels()
     emit(f"execengine speed benchmarks ({'quick' if quick else 'full'}, {reps} interleaved "

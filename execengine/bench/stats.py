@@ -73,7 +73,14 @@ class Figure:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "unit": self.unit, "ratio": round(self.ratio, 3),
                 "value": _spread_dict(self.value), "baseline_name": self.baseline_name,
-                "baseline": _spread_dict(self.baseline), "higher_better": self.higher_better}
+                "baseline": _spread_dict(self.baseline), "higher_better": self.higher_better,
+                "show_p99": self.show_p99}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Figure:
+        """A figure from :meth:`to_dict` (one measured by another process)."""
+        return cls(d["name"], Spread(**d["value"]), Spread(**d["baseline"]), d["unit"],
+                   d["baseline_name"], bool(d.get("higher_better")), bool(d.get("show_p99")))
 
 
 def _spread_dict(s: Spread) -> dict[str, float]:

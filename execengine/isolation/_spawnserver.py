@@ -85,6 +85,9 @@ MAX_FDS = 64
 TEMPLATE_RETRIES = 3
 #: how long the spawner waits for its dead host's exit to complete before sweeping
 HOST_EXIT_WAIT = 5.0
+#: inits waiting to serve another execution (see :meth:`Server._reuse`) beyond which the
+#: oldest is let go
+MAX_IDLE = 4
 
 
 def _send(sock: socket.socket, obj: dict[str, Any]) -> None:
@@ -122,6 +125,11 @@ class Server:
         self.template_deaths: dict[str, int] = {}
         #: launches whose entry has the plan and has not yet started it: error pipe -> it
         self.launching: dict[int, _Launch] = {}
+        #: inits of running executions that may serve another (see
+        #: :func:`.entry._serve_again`): control socket's fd -> (pid, socket, its request)
+        self.serving: dict[int, tuple[int, socket.socket, dict[str, Any]]] = {}
+        #: ... and those that said they can, oldest first
+        self.idle: list[tuple[int, socket.socket, dict[str, Any]]] = []
 
     def serve(self) -> None:
         entry.prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -131,7 +139,7 @@ class Server:
         while True:
             # poll(), never select(): descriptor numbers above 1023 are normal here
             poller = select.poll()
-            for fd in (self.sock.fileno(), self.wake_r, *self.launching):
+            for fd in (self.sock.fileno(), self.wake_r, *self.launching, *self.serving):
                 poller.register(fd, select.POLLIN)
             try:
                 ready = [fd for fd, _ in poller.poll()]
@@ -144,6 +152,8 @@ class Server:
             for fd in ready:
                 if fd in self.launching:
                     self._progress(self.launching[fd])
+                elif fd in self.serving:
+                    self._served(fd)
             if self.sock.fileno() in ready:
                 try:
                     msg, fds, _, _ = socket.recv_fds(self.sock, MAX_MSG, MAX_FDS)
@@ -186,9 +196,13 @@ class Server:
         raise ValueError(f"unknown op {op!r}")
 
     def prepare(self, wid: str, warm: dict[str, Any]) -> int:
-        """Fork a warm entry (phase 1 runs in the child, in parallel with us)."""
+        """Fork a warm entry (phase 1 runs in the child, in parallel with us), or make one
+        of an init whose execution is over (:meth:`_reuse`)."""
         if wid in self.warm:
             raise ValueError(f"warm entry {wid!r} exists")
+        reused = self._reuse(wid, warm)
+        if reused is not None:
+            return reused
         fork = self._fork_request(warm)
         if fork is not None:
             warm = {**warm, "fork_fd": fork.fileno()}
@@ -213,11 +227,11 @@ class Server:
 
     def _fork_request(self, warm: dict[str, Any]) -> socket.socket | None:
         """For an entry whose interpreter is forked from a template (``warm["zygote"]
-        ["fork"]``): ask the template (started if need be) for a keeper for this entry,
-        with what the interpreter applies once forked (uid, gid, rlimits, seccomp) and the
-        entry's cgroup directories; our end of the keeper's socket, which the entry's
-        init uses to hand its namespaces over. None when there is no template (a workload
-        then starts the interpreter, as without one)."""
+        ["fork"]``): ask the template (started if need be) to fork this entry's
+        interpreter, with what the interpreter applies once forked (uid, gid, rlimits,
+        seccomp) and the entry's cgroup directories; our end of the socket on which the
+        entry's init hands its namespaces over to the template. None when there is no
+        template (a workload then starts the interpreter, as without one)."""
         if not _forks(warm):
             return None
         z = warm["zygote"]
@@ -281,7 +295,8 @@ class Server:
                   for path, uid, gid in (plan.get("owners") or ())
                   if m is not None and plan.get("uid") is not None}
         warm = {"level": plan["level"], "cgroup_dirs": plan.get("cgroup_dirs", []),
-                "netns": bool(plan.get("netns")), "mntns": bool(plan.get("mntns"))}
+                "netns": bool(plan.get("netns")), "mntns": bool(plan.get("mntns")),
+                "recycle": bool(plan.get("recycle"))}
         if m is not None and m.get("new_root"):
             warm.update(new_root=m["new_root"], tmp_mb=m["tmp_mb"])
         launch = _Launch(rid, plan, fds, userns)
@@ -328,9 +343,10 @@ class Server:
             binds = launch.clone(ahead)
             if kind == "warm":
                 pid, ctl = self.warm.pop(what)
-                self.prepared.pop(what, None)
+                launch.entry = self.prepared.pop(what, None)
             else:
                 pid, ctl = self._cold(what)
+                launch.entry = what
             if self._send_plan(launch, pid, ctl, binds, zygote):
                 self.launching[launch.err_r] = launch
                 return None
@@ -419,15 +435,25 @@ class Server:
                                        launch.fds)
         assert ctl is not None  # set with the plan
         ctl.setblocking(False)
-        received = False
+        received = recycled = False
         with contextlib.suppress(OSError, ValueError):
             while note := ctl.recv(MAX_MSG):
                 reply = json.loads(note)
                 received = received or bool(reply.get("received"))
+                recycled = recycled or bool(reply.get("recycled"))  # a quick script's
                 if reply.get("error"):  # phase 1 failed
                     chunks.append(str(reply["error"]).encode())
-        ctl.close()
         ended = launch.reaped.pop(pid, None)
+        entry_of = launch.entry or {}
+        if (received and not chunks and ended is None and entry_of.get("recycle")
+                and _forks(entry_of)):
+            # its init may serve another execution once this one is over
+            if recycled:
+                self._idle(pid, ctl, entry_of)
+            else:
+                self.serving[ctl.fileno()] = (pid, ctl, entry_of)
+        else:
+            ctl.close()
         if not received and not chunks:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -450,6 +476,62 @@ class Server:
                 os.kill(pid, signal.SIGKILL)
             return {"ok": False, "error": b"".join(chunks).decode(errors="replace")}
         return {"ok": True, "pid": pid}
+
+    def _served(self, fd: int) -> None:
+        """The control socket of a serving init is readable: it can serve again (its
+        execution is over and reported, its namespaces and root reset), or it ended."""
+        pid, ctl, entry_of = self.serving.pop(fd)
+        try:
+            note = ctl.recv(MAX_MSG)
+        except (BlockingIOError, InterruptedError):
+            self.serving[fd] = (pid, ctl, entry_of)
+            return
+        except OSError:
+            note = b""
+        if note and json.loads(note).get("recycled"):
+            self._idle(pid, ctl, entry_of)
+        else:
+            ctl.close()
+
+    def _idle(self, pid: int, ctl: socket.socket, entry_of: dict[str, Any]) -> None:
+        """Keep ``pid``, an init that can serve again, for :meth:`_reuse`; let the oldest
+        go beyond :data:`MAX_IDLE`."""
+        ctl.setblocking(True)
+        self.idle.append((pid, ctl, entry_of))
+        while len(self.idle) > MAX_IDLE:
+            old, old_ctl, _ = self.idle.pop(0)
+            old_ctl.close()  # it exits at EOF
+            with contextlib.suppress(OSError):
+                os.kill(old, signal.SIGKILL)
+
+    def _reuse(self, wid: str, warm: dict[str, Any]) -> int | None:
+        """A warm entry made of an idle init (see :func:`.entry._serve_again`) whose root
+        and namespaces are the ones ``warm`` asks for, its interpreter forked from the
+        template for this request (its uid, rlimits, seccomp, cgroup), as a new entry's
+        would be: the init's pid; None when there is none (or no template)."""
+        if not (warm.get("recycle") and _forks(warm)):
+            return None
+        for item in list(self.idle):
+            pid, ctl, was = item
+            if not _same_root(was, warm):
+                continue
+            self.idle.remove(item)
+            fork = self._fork_request(warm)
+            if fork is None:  # no template: a new entry starts its own interpreter
+                self.idle.append(item)
+                return None
+            try:
+                socket.send_fds(ctl, [json.dumps({"warm": warm}).encode()], [fork.fileno()])
+            except OSError:  # it died meanwhile (reaped later)
+                ctl.close()
+                continue
+            finally:
+                fork.close()
+            self.warm[wid] = (pid, ctl)
+            self.prepared[wid] = warm
+            self.owned[pid] = (list(warm.get("cgroup_dirs") or []), None)
+            return pid
+        return None
 
     def userns_for(self, owner_uid: int, owner_gid: int, uid: int, gid: int) -> int:
         """A user namespace mapping the owner's ids to the slot's, for id-mapped binds
@@ -515,6 +597,13 @@ class Server:
             if pid == 0:
                 return
             self.owned.pop(pid, None)  # ended: what is left of it is the host's to kill
+            for at, (init, ctl, _) in list(self.serving.items()):
+                if init == pid:
+                    del self.serving[at]
+                    ctl.close()
+            for item in [i for i in self.idle if i[0] == pid]:
+                self.idle.remove(item)
+                item[1].close()
             for launch in self.launching.values():
                 if launch.pid == pid:  # its status waits for the launch's outcome
                     launch.reaped[pid] = status
@@ -537,6 +626,12 @@ class Server:
         whatever was reparented to us), reap it, and remove the cgroups."""
         for wid in list(self.warm):
             self.discard(wid)
+        for init, ctl, _ in [*self.serving.values(), *self.idle]:
+            ctl.close()
+            with contextlib.suppress(OSError):
+                os.kill(init, signal.SIGKILL)
+        self.serving.clear()
+        self.idle.clear()
         for launch in list(self.launching.values()):
             with contextlib.suppress(OSError):
                 os.kill(launch.pid, signal.SIGKILL)
@@ -595,6 +690,15 @@ class Server:
 
 
 
+def _same_root(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    """Whether an entry made for ``have`` has the root and namespaces ``want`` asks for:
+    the same root folder, network namespace or not, interpreter folders bound."""
+    return (have.get("level") == want.get("level") == "isolated"
+            and have.get("new_root") == want.get("new_root")
+            and bool(have.get("netns")) == bool(want.get("netns"))
+            and sorted(have["zygote"]["interp"]) == sorted(want["zygote"]["interp"]))
+
+
 def _forks(warm: dict[str, Any]) -> bool:
     """Whether the entry ``warm`` describes has its interpreter forked from a template
     (see :func:`.entry.exec_template`)."""
@@ -619,6 +723,8 @@ class _Launch:
         self.handover = False
         #: wait statuses of its entry reaped while it was in progress
         self.reaped: dict[int, int] = {}
+        #: what the entry that has it was made for (its ``prepare`` request)
+        self.entry: dict[str, Any] | None = None
 
     def clone(self, skip: set[str]) -> tuple[list[mounts.Bind], list[int]]:
         """The execution's paths (but ``skip``), as detached mounts made here in the host's

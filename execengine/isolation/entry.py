@@ -36,7 +36,7 @@ asked for (a warm entry; see :mod:`._spawnserver`):
     wait status there as ``"<status> empty"`` (straight to the host, before the
     namespaces' slow teardown), and exits. It dies with the spawner (PR_SET_PDEATHSIG);
     killing it (pid 1) kills the whole namespace. With a template (:func:`exec_template`)
-    there is no workload: init hands its namespaces to the template's keeper, which forks
+    there is no workload: init hands its namespaces to the template, which forks
     the interpreter into them.
 
 Errors before the plan arrives are sent on the control socket; errors after it are written
@@ -286,9 +286,16 @@ def prepare(warm: dict[str, Any], ctl: int, spawner: int, close: tuple[int, ...]
         # isolated: forked straight into the namespaces (fork_isolated), our parent's pid
         # reads as 0
         die_with_parent(spawner if warm["level"] != "isolated" else None)
-        for d in warm.get("cgroup_dirs", ()):
-            with open(os.path.join(d, "cgroup.procs"), "w") as fh:
-                fh.write("0")  # ourselves (our pid reads 1 at isolated)
+        if _recycles(warm):
+            # the namespaces' init outlives the execution (see _serve_again): it stays out
+            # of the execution's cgroup (the interpreter joins it itself), and joins only
+            # should it fork a workload (see _namespace_init)
+            warm["cgroup_fds"] = [os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                                  for d in warm.get("cgroup_dirs", ())]
+        else:
+            for d in warm.get("cgroup_dirs", ()):
+                with open(os.path.join(d, "cgroup.procs"), "w") as fh:
+                    fh.write("0")  # ourselves (our pid reads 1 at isolated)
         if warm["level"] != "isolated":
             if os.geteuid() == 0:
                 # SysV IPC and POSIX message queues of its own: what it makes is not seen
@@ -468,7 +475,7 @@ def fork_isolated(netns: bool) -> int:
 
 def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     """As the namespaces' init (pid 1; see :func:`fork_isolated`): build and enter the
-    root, start the interpreter (through the template's keeper, or a workload of ours),
+    root, start the interpreter (through the template, or a workload of ours),
     reap everything, report the execution's status to the host, exit. Never returns."""
     socket.sethostname("sandbox")
 
@@ -485,15 +492,19 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     mounts.prepare_root(root, tmp_mb, zygote["interp"] if zygote else ())
     ruleset = _prepare_landlock(warm, root)
     mounts.enter_root(root)
-    # the interpreter reports to us on this pair (its start, then through its keeper its
+    state = mounts.root_state() if _recycles(warm) else None
+    # the interpreter reports to us on this pair (its start, then through the template its
     # end); without a template, the workload passes the host's status descriptor up on it
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     forked = _zygote_ready(warm, ruleset)
     workload: int | None = None
     if not (forked and warm.get("fork_fd") and _hand_over(warm, theirs, ruleset)):
-        # no template's keeper forks the interpreter into our namespaces: a workload of
-        # ours starts it (the plan then comes to us, as for the keeper's), or runs the plan
+        # no template forks the interpreter into our namespaces: a workload of ours
+        # starts it (the plan then comes to us, as for the template's), or runs the plan
         _close_fork_fd(warm)
+        state = None
+        for fd in warm.pop("cgroup_fds", ()):  # the workload is the execution's
+            _join_cgroup(fd)
         workload = os.fork()
         if workload == 0:
             try:
@@ -509,6 +520,8 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
     theirs.close()
     if ruleset is not None:
         ruleset.close()
+    for fd in warm.pop("cgroup_fds", ()):  # the interpreter joins the cgroup itself
+        os.close(fd)
     if forked:
         host, pid = _forward_plan(warm, ctl, ours)
     else:
@@ -523,7 +536,7 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
             status = 0
         else:
             status = _reap_until_empty(workload)
-    else:  # an interpreter forked by the template: its keeper reports its end
+    else:  # an interpreter forked by the template: the template reports its end
         status = _await_keeper(ours, pid)
     # Only now, with nothing of the execution left, report the status to the host
     # straight away: exiting waits for the namespaces' teardown (the mount namespace's is
@@ -533,6 +546,83 @@ def _namespace_init(warm: dict[str, Any], ctl: int) -> None:
         with contextlib.suppress(OSError):
             os.write(host, f"{status} empty".encode())
         os.close(host)
+        if state is not None and workload is None and pid is not None:
+            _serve_again(warm, ctl, state)
+    os._exit(0)
+
+
+def _recycles(warm: dict[str, Any]) -> bool:
+    """Whether this entry's namespaces and root serve more than one execution (see
+    :func:`_serve_again`): asked for, at ``isolated``, with a cgroup (the host then kills
+    an execution through it, never through us: the signal of a host that has not read an
+    execution's status yet must not reach the next one's), the interpreter forked by the
+    template (nothing of ours runs in the sandbox)."""
+    return (bool(warm.get("recycle")) and warm["level"] == "isolated"
+            and bool(warm.get("cgroup_dirs")) and bool((warm.get("zygote") or {}).get("fork"))
+            and bool(warm.get("fork_fd")))
+
+
+def _join_cgroup(fd: int) -> None:
+    """Move ourselves into the cgroup of the directory ``fd`` (closed)."""
+    try:
+        procs = os.open("cgroup.procs", os.O_WRONLY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            os.write(procs, b"0")
+        finally:
+            os.close(procs)
+    finally:
+        os.close(fd)
+
+
+def _serve_again(warm: dict[str, Any], ctl: int, state: mounts.RootState) -> None:
+    """As the namespaces' init, an execution over and reported: serve the next ones in
+    the same namespaces and root, each after a reset that leaves nothing of the one
+    before (see :func:`.mounts.reset_root`: its binds detached, the root's own file
+    system as it was made, fresh ``/tmp`` and ``/dev/shm``; a fresh IPC namespace; the
+    pid counter back to 1, so the interpreter is pid 2 again; fresh Landlock rules).
+    Nothing of an execution's survives it (the kill-all before the report), and its
+    cgroup and uid slot are the host's, made for each entry. Between executions we wait
+    on ``ctl`` for the spawner: ``{"warm": W}`` with a socket to the template (the next
+    entry's request, as :func:`prepare`'s), or EOF. Never returns: on anything else, or a
+    reset that is not exact, we exit (the spawner makes new entries)."""
+    sock = socket.socket(fileno=ctl)
+    made = int(warm["tmp_mb"])  # /tmp's size
+    try:
+        while True:
+            state = mounts.reset_root(state, made)
+            for fd in (warm.pop("reporter", None), warm.pop("fork_fd", None)):
+                if fd is not None:
+                    os.close(fd)
+            sock.send(b'{"recycled": true}')
+            msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, 1)
+            if not msg or len(fds) != 1:
+                break  # discarded, or the spawner is gone
+            warm = {**json.loads(msg)["warm"], "fork_fd": fds[0]}
+            if int(warm["tmp_mb"]) != made:
+                made = int(warm["tmp_mb"])
+                mounts.resize_tmp(made)
+            unshare(CLONE_NEWIPC)  # SysV IPC and POSIX message queues of its own
+            with open("/proc/sys/kernel/ns_last_pid", "w") as fh:
+                fh.write("1")  # (nothing runs here but us: the next process is pid 2)
+            ruleset = _prepare_landlock(warm)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            if not (_zygote_ready(warm, ruleset) and _hand_over(warm, theirs, ruleset)):
+                break
+            theirs.close()
+            if ruleset is not None:
+                ruleset.close()
+            host, pid = _forward_plan(warm, ctl, ours)
+            if pid is None:
+                break  # nothing of a plan ran (an interpreter waiting dies with us)
+            status = _await_keeper(ours, pid)
+            if host is None:
+                break
+            with contextlib.suppress(OSError):
+                os.write(host, f"{status} empty".encode())
+            os.close(host)
+    except BaseException:  # (reported nowhere: the spawner sees us exit)
+        pass
+    _kill_and_reap()
     os._exit(0)
 
 
@@ -556,9 +646,14 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
     interpreter was gone, before use) and the interpreter's pid (None: it never said it
     was ready)."""
     sock = socket.socket(fileno=ctl)
-    msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
+    try:
+        msg, fds, _, _ = socket.recv_fds(sock, MAX_PLAN, MAX_FDS)
+    finally:
+        sock.detach()  # ctl stays open: an init that serves again waits on it (see
+        # _serve_again); it goes with us otherwise
     if not msg:
         return None, None  # discarded before use
+    sock = socket.socket(fileno=os.dup(ctl))
     req = json.loads(msg)
     plan: dict[str, Any] = req["plan"]
     stdio, errfd, status = fds[:2], fds[2], fds[3]
@@ -571,6 +666,8 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
     taken = False
     ready = _received(zygote)
     pid = int(ready[6:]) if ready.startswith(b"ready ") and ready[6:].isdigit() else None
+    if pid is not None and _ended(warm.get("reporter")):
+        pid = None  # its parent, the template, died: nobody would report its end
     if pid is None:
         for fd in mounted:
             os.close(fd)
@@ -596,12 +693,21 @@ def _forward_plan(warm: dict[str, Any], ctl: int, zygote: socket.socket
     return (status if taken else None), pid
 
 
+def _ended(pidfd: int | None) -> bool:
+    """Whether the process of ``pidfd`` has exited (False for None)."""
+    if pidfd is None:
+        return False
+    poller = select.poll()  # never select(): the descriptor may be above 1023
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 def _await_keeper(keeper: socket.socket, pid: int) -> int:
     """As the namespace's init, for an interpreter forked by the template (``pid``; its
-    parent is its keeper, outside the namespace): wait for the keeper's report of its end,
-    then SIGKILL everything else of the namespace and reap it (what the interpreter left
-    was reparented to us). A keeper that died without a report (killed) leaves the
-    interpreter to our SIGKILL; we wait for it to be gone. Its wait status."""
+    parent is the template, outside the namespace): wait for the template's report of its
+    end, then SIGKILL everything else of the namespace and reap it (what the interpreter
+    left was reparented to us). A template that died without a report (killed) leaves
+    the interpreter to our SIGKILL; we wait for it to be gone. Its wait status."""
     try:
         pidfd: int | None = os.pidfd_open(pid)
     except OSError:
@@ -628,7 +734,7 @@ def _await_keeper(keeper: socket.socket, pid: int) -> int:
 def _await_alone(timeout: float = 10.0) -> None:
     """As the namespace's init, after the kill: until the namespace's ``/proc`` shows no
     thread but ours that has not exited (or ``timeout``). A child the interpreter made
-    with ``CLONE_PARENT`` has its parent, the keeper, outside the namespace, so ``waitpid``
+    with ``CLONE_PARENT`` has its parent, the template, outside the namespace, so ``waitpid``
     never sees it; killed, it may still be exiting (unmapping a large heap takes tens of
     ms) after the interpreter is gone, with its standard streams closed so the host's
     drain did not wait for it either."""
@@ -664,7 +770,7 @@ def _alive(pid: str) -> bool:
 
 
 def _close_fork_fd(warm: dict[str, Any]) -> None:
-    """Our copy of the socket to the template's keeper (only init hands over)."""
+    """Our copy of the socket to the template (only init hands over)."""
     fd = warm.pop("fork_fd", None)
     if fd:
         with contextlib.suppress(OSError):
@@ -747,8 +853,10 @@ def _hand_over(warm: dict[str, Any], init: socket.socket, ruleset: landlock.Rule
     """As the namespace's init of an entry served by a template (see
     :func:`exec_template`), in the root it entered: hand our namespaces (a pidfd of
     ourselves), our end of the interpreter's socket (``init``) and the Landlock rules
-    made ahead to the template's keeper for this entry, which forks the interpreter into
-    them. Whether it did; if not, the caller forks a workload that starts it."""
+    made ahead to the template, which forks the interpreter into them. Whether it did;
+    if not, the caller forks a workload that starts it. The template answers with a pidfd
+    of itself, kept as ``warm["reporter"]``: it reports the interpreter's end, so a plan
+    is not forwarded once it has died (see :func:`_forward_plan`)."""
     fd = warm.pop("fork_fd")
     sock = socket.socket(fileno=fd)
     try:
@@ -764,7 +872,10 @@ def _hand_over(warm: dict[str, Any], init: socket.socket, ruleset: landlock.Rule
             socket.send_fds(sock, [marshal.dumps({"ns": flags, "landlock": ll}, 4)], sent)
         finally:
             os.close(pidfd)
-        return sock.recv(4096) == b"ok"
+        msg, fds, _, _ = socket.recv_fds(sock, 4096, 1)
+        if fds:
+            warm["reporter"] = fds[0]
+        return msg == b"ok"
     except OSError:
         return False
     finally:

@@ -49,6 +49,7 @@ MS_PRIVATE = 1 << 18
 CLONE_NEWNS = 0x00020000
 MS_SLAVE = 1 << 19
 MNT_DETACH = 2
+UMOUNT_NOFOLLOW = 8
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 
 # new mount API (same numbers on every architecture)
@@ -434,6 +435,93 @@ def enter_root(root: str) -> None:
     os.chdir("/")
     umount("/.old", MNT_DETACH)
     os.rmdir("/.old")
+
+
+def resize_tmp(tmp_mb: int) -> None:
+    """In a root :func:`enter_root` entered: ``/tmp`` and ``/dev/shm`` sized ``tmp_mb``
+    (their content kept)."""
+    for path in ("/tmp", "/dev/shm"):
+        mount(None, path, None, MS_REMOUNT | MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
+
+
+#: what :func:`reset_root` brings a root back to: the ids of its mounts, and the names in
+#: the root's own file system (mount points included, not what is below them)
+RootState = tuple[frozenset[int], frozenset[str]]
+
+
+def root_state() -> RootState:
+    """In a root :func:`enter_root` entered (as its namespace's init): what it holds now
+    (see :data:`RootState`), before any execution's binds."""
+    return frozenset(m[0] for m in _mountinfo()), frozenset(_own_names())
+
+
+def reset_root(state: RootState, tmp_mb: int) -> RootState:
+    """After an execution (everything of it dead): the root back to ``state``, its fixed
+    part, for the next one. Every mount made since is detached (what is below it goes
+    with it), ``/tmp`` and ``/dev/shm`` are fresh file systems (sized ``tmp_mb``), what
+    was made in the root's own file system since (the mount points of the binds) is
+    removed, and the root is writable again. Then the root must be exactly ``state`` but
+    for the two fresh mounts' ids: else :class:`OSError` (the caller gives the entry up).
+    The new state."""
+    ids, names = state
+    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    for mid, parent, point in _mountinfo():
+        if mid not in ids and parent in ids:  # made since, on the fixed root: its tree
+            umount(point, MNT_DETACH | UMOUNT_NOFOLLOW)
+    fresh = {m[2]: m[0] for m in _mountinfo()}
+    for path in ("/tmp", "/dev/shm"):
+        umount(path, MNT_DETACH | UMOUNT_NOFOLLOW)
+        mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, _tmpfs_opts(tmp_mb))
+    now = {m[2]: m[0] for m in _mountinfo()}
+    ids = frozenset(ids - {fresh["/tmp"], fresh["/dev/shm"]} | {now["/tmp"], now["/dev/shm"]})
+    dev = os.lstat("/").st_dev
+    for name in sorted(set(_own_names()) - names, key=lambda n: -n.count("/")):
+        st = os.lstat(name)
+        if st.st_dev != dev:  # still a mount point: not ours to remove
+            raise OSError(f"the root cannot be reset: {name} is still mounted")
+        if stat.S_ISDIR(st.st_mode):
+            os.rmdir(name)  # empty, or this fails: never a tree's contents
+        else:
+            os.unlink(name)
+    if frozenset(m[0] for m in _mountinfo()) != ids or frozenset(_own_names()) != names:
+        raise OSError("the root cannot be reset to its fixed part")
+    return ids, names
+
+
+def _mountinfo() -> list[tuple[int, int, str]]:
+    """(mount id, parent id, mount point) of every mount of our view."""
+    out = []
+    with open("/proc/self/mountinfo", "rb") as fh:
+        for line in fh.read().splitlines():
+            fields = line.split(b" ")
+            out.append((int(fields[0]), int(fields[1]), os.fsdecode(_unescape(fields[4]))))
+    return out
+
+
+def _unescape(raw: bytes) -> bytes:
+    """A mountinfo field: space, tab, newline and backslash come as ``\\ooo`` (octal)."""
+    parts = raw.split(b"\\")
+    out = [parts[0]]
+    for part in parts[1:]:
+        out.append(bytes([int(part[:3], 8)]) + part[3:])
+    return b"".join(out)
+
+
+def _own_names(top: str = "/") -> list[str]:
+    """Every path in the file system of ``top`` (a mount point below it is listed, not
+    entered)."""
+    dev = os.lstat(top).st_dev
+    out: list[str] = []
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                out.append(entry.path)
+                if entry.is_dir(follow_symlinks=False) and \
+                        entry.stat(follow_symlinks=False).st_dev == dev:
+                    pending.append(entry.path)
+    return out
 
 
 def attach(binds: list[Bind], fds: list[int], *, cwd: str | None, tmp_mb: int,

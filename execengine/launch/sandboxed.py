@@ -279,7 +279,11 @@ class SandboxChild(Child):
                 with contextlib.suppress(OSError):
                     os.kill(pid, sig)
         if self._launcher.level == "isolated":
-            if self.returncode is None:
+            # the pid is the namespaces' init: with a cgroup, the execution is its members
+            # (the interpreter and all it started) and init is left alone, since it may
+            # serve the next execution once it has reported this one's status (see
+            # entry._serve_again): a signal sent before we read that status would reach it
+            if self.returncode is None and self._group is None:
                 with contextlib.suppress(OSError):
                     os.kill(self.pid, signal.SIGKILL if sig == signal.SIGKILL else sig)
             return
@@ -348,7 +352,7 @@ class SandboxLauncher(Launcher):
 
     def __init__(self, report: IsolationReport | None = None, *,
                  use_cgroups: bool | None = None, uid_pool: UidPool | None = None,
-                 warm: int = 2, fork_server: bool = True) -> None:
+                 warm: int = 2, fork_server: bool = True, recycle: bool = True) -> None:
         self.report = report or detect()
         if not self.report.levels.get(self.level):
             raise IsolationError(f"isolation level {self.level!r} is not available here: "
@@ -390,6 +394,9 @@ class SandboxLauncher(Launcher):
         #: at ``isolated``, as root: pre-started interpreters are forked from one started
         #: once (see :func:`.entry.exec_template`), not each started on its own
         self._fork_server = fork_server
+        #: at ``isolated`` with cgroups: an entry's namespaces and root serve the next
+        #: executions after a reset (see :func:`.entry._serve_again`)
+        self._recycle = recycle and self.level == "isolated"
         #: at ``restricted`` as root: every entry has a mount namespace of its own, where
         #: the plan's binds go over the host's view (the writable roots id-mapped to their
         #: owners, the protected paths read-only: see :func:`.mounts.attach_over`)
@@ -404,7 +411,8 @@ class SandboxLauncher(Launcher):
     @classmethod
     def from_config(cls, config: Config, report: IsolationReport | None = None) -> Self:
         ce = config.code_execution
-        return cls(report, warm=ce.warm_entries, fork_server=ce.fork_server)
+        return cls(report, warm=ce.warm_entries, fork_server=ce.fork_server,
+                   recycle=ce.recycle_entries)
 
     # -- plan -------------------------------------------------------------------------
     def _landlock_paths(self, spec: LaunchSpec, tmp: str, interp: list[str]
@@ -491,6 +499,7 @@ class SandboxLauncher(Launcher):
             "mntns": self._own_view,
             "fd_targets": list(spec.pass_fds),
             "umask": self._umask,
+            "recycle": self._recycle,  # (a cold entry's)
         }
         owned = owned or {}
         if self._bridged(limits):
@@ -606,7 +615,7 @@ class SandboxLauncher(Launcher):
         wid = uuid.uuid4().hex
         try:
             warm: dict[str, Any] = {"level": self.level, "netns": own_net,
-                                    "mntns": self._own_view,
+                                    "mntns": self._own_view, "recycle": self._recycle,
                                     "cgroup_dirs": list(group.dirs) if group else []}
             if self.level == "isolated":
                 # the fixed part of the root is built ahead, with this /tmp size (a launch

@@ -4,8 +4,9 @@
 The script must not be able to tell a forked interpreter from one started for it (the probe
 comparisons of ``test_prestart`` and the attacks of ``tests/security`` run through forked
 ones); these tests check what is particular to the fork: that it happens, that the template
-never holds what an execution is given, and that a template or keeper that dies costs no
-execution and leaves nothing behind.
+never holds what an execution is given, that a template that dies costs no execution that
+has not started and leaves nothing behind, and that launches in flight at once each get
+their own descriptors.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _templates(launcher: IsolatedLauncher) -> list[psutil.Process]:
 @pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
 def test_the_interpreter_is_forked_from_the_template_with_a_started_ones_credentials(
         tmp_path, fork_server):
-    """Forked: its parent (the keeper) is outside its pid namespace, so it reads as 0;
+    """Forked: its parent (the template) is outside its pid namespace, so it reads as 0;
     started (the negative control): the namespace's init, 1. Everything the kernel says
     of its credentials and filters is the same either way."""
     with IsolatedLauncher(fork_server=fork_server) as launcher:
@@ -72,7 +73,7 @@ def test_the_interpreter_is_forked_from_the_template_with_a_started_ones_credent
 
 @pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
 def test_the_namespace_holds_init_and_the_interpreter_only(tmp_path, fork_server):
-    """Forked, init hands its own namespaces to the keeper: no workload process is made
+    """Forked, init hands its own namespaces to the template: no workload process is made
     for the execution (nor left, a zombie, until the end). Started, the workload became
     the interpreter. Either way the script's pid namespace holds init (1) and itself."""
     code = ("import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()), "
@@ -153,22 +154,22 @@ def test_a_killed_template_costs_no_execution_and_another_is_started(tmp_path):
         assert _templates(launcher)
 
 
-def test_a_killed_keeper_ends_the_execution_and_leaves_nothing(tmp_path):
-    """The keeper (the forked interpreter's parent, outside its namespace) reports its
+def test_a_killed_template_ends_the_execution_it_runs_and_leaves_nothing(tmp_path):
+    """The template (the forked interpreter's parent, outside its namespace) reports its
     end to the namespace's init. Killed, init learns nothing: it kills the namespace and
-    waits for the interpreter to be gone."""
+    waits for the interpreter to be gone (which the template's death kills as well)."""
     code = ("import subprocess, sys, time; subprocess.Popen(['sleep', '300']); "
             "print('up', flush=True); time.sleep(300)")
     with IsolatedLauncher() as launcher:
         s = spec(code, tmp_path)
         entry = teach(launcher, s)
         interpreter = psutil.Process(interpreter_of(entry))
-        keeper = interpreter.parent()
-        assert keeper is not None and keeper.pid != entry
+        parent = interpreter.parent()
+        assert parent is not None and parent.pid in [p.pid for p in _templates(launcher)]
         with launcher.launch(s) as child:
             assert child.stdout.readline() == b"up\n"
             uid = interpreter.uids().real
-            os.kill(keeper.pid, signal.SIGKILL)
+            os.kill(parent.pid, signal.SIGKILL)
             rc = child.wait(10)
             assert rc == -signal.SIGKILL
             assert not [p for p in psutil.process_iter(["uids"])
@@ -191,11 +192,10 @@ def test_a_cold_entry_forks_its_interpreter_too(tmp_path, fork_server):
 
 @pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "started"])
 def test_the_cpu_an_interpreter_used_stays_in_the_hosts_accounting(tmp_path, fork_server):
-    """A forked interpreter's parent is its keeper, the template's child. The template
-    reaps keepers with ``wait``, so their time (the interpreter's with it) is in the
-    template's children's time, where the host's accounting (``bench.speed.cpu_seconds``,
-    the process tree) finds it; a keeper the kernel reaped (SIGCHLD ignored) took it
-    away (the tree then counted 0.04 s of the script's 1 s)."""
+    """A forked interpreter's parent is the template, which reaps it with ``wait``, so
+    its time is in the template's children's time, where the host's accounting
+    (``bench.speed.cpu_seconds``, the process tree) finds it; a process the kernel reaps
+    (SIGCHLD ignored) takes it away (the tree then counted 0.04 s of the script's 1 s)."""
     from execengine.bench.speed import _settled
 
     burn = ("import time\nt = time.process_time()\n"
@@ -206,5 +206,55 @@ def test_the_cpu_an_interpreter_used_stays_in_the_hosts_accounting(tmp_path, for
         before = _settled()
         rc, out, err, _ = run(launcher, s)
         assert (rc, out) == (0, "done\n"), err
-        used = _settled() - before  # once the keeper (or init) has been reaped
+        used = _settled() - before  # once the interpreter (or init) has been reaped
         assert used >= 0.9
+
+
+def test_launches_in_flight_at_once_each_get_their_own_descriptors(tmp_path):
+    """The template holds the sockets of every entry it serves; the interpreter it forks
+    for one closes the others'. Closed by number but left to their objects, they were
+    closed again when those were freed, after the plan's descriptors had taken the
+    numbers: with 4 launches at a time, one in six lost a passed descriptor."""
+    code = ("import os, sys; print(sorted(int(n) for n in os.listdir('/proc/self/fd') "
+            "if n != '3' or os.path.exists('/proc/self/fd/3')))")
+    with IsolatedLauncher() as launcher:
+        teach(launcher, spec(code, tmp_path))
+
+        def one(_: int) -> tuple[int, str, str]:
+            r, w = os.pipe()
+            try:
+                s = replace(spec(code, tmp_path), pass_fds=(w,))
+                rc, out, err, _ = run(launcher, s)
+                return rc, out, err.replace(str(w), "W") + f" passed {w}"
+            finally:
+                os.close(r)
+                os.close(w)
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(one, range(40)))
+    for rc, out, err in results:
+        passed = int(err.rsplit(" ", 1)[1])
+        assert rc == 0, err
+        assert passed in json.loads(out), (out, err)
+
+
+@pytest.mark.parametrize("recycle", [True, False], ids=["recycled", "new-each-time"])
+def test_an_init_serves_again_only_when_asked(tmp_path, recycle):
+    """``recycle``: once an execution is over and reported, its namespaces' init (the
+    entry's pid, which the launch reports) serves later executions; off, every execution
+    gets a new one. Either way the interpreter is pid 2 (the pid counter is reset)."""
+    code = "import os; print(os.getpid())"
+    with IsolatedLauncher(recycle=recycle) as launcher:
+        s = spec(code, tmp_path)
+        teach(launcher, s)
+        inits = []
+        for _ in range(8):
+            rc, out, err, entry = run(launcher, s)
+            assert (rc, out) == (0, "2\n"), err
+            inits.append(entry)
+    if recycle:
+        assert len(set(inits)) < len(inits), inits
+    else:
+        assert len(set(inits)) == len(inits), inits
