@@ -24,9 +24,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from execengine.hostdirs import parse_owner, start_time
+from execengine.hostdirs import start_time
 from execengine.isolation import acl, cgroups, detect
 from execengine.isolation.uids import SANDBOX_GID
+
+from ._leftovers import alive, cgroup_dirs_of, tagged
 
 HOST = textwrap.dedent("""
     import sys, time
@@ -83,33 +85,10 @@ def _cmdline(p: psutil.Process) -> list[str]:
         return []
 
 
-def alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    out = []
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.NoSuchProcess:
-            continue
-    return out
 
 
-def tagged(root: str, prefix: str, pid: int) -> list[str]:
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    return [os.path.join(root, n) for n in names
-            if (o := parse_owner(n, prefix)) is not None and o[0] == pid]
 
 
-def cgroup_dirs_of(pid: int) -> list[str]:
-    try:
-        layout = cgroups.discover()
-    except OSError:
-        return []
-    parents = [p for p in (layout.v2_parent, *(d for _, d in layout.v1_parents)) if p]
-    return [d for parent in parents for d in tagged(parent, cgroups.PREFIX, pid)]
 
 
 def _unsent_cgroup(pid: int) -> str | None:

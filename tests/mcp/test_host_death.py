@@ -22,9 +22,10 @@ import psutil
 import pytest
 from _mcp_helpers import toy_server
 
-from execengine.hostdirs import ENGINE_PREFIXES, parse_owner
-from execengine.isolation import acl, cgroups, detect
+from execengine.hostdirs import ENGINE_PREFIXES
+from execengine.isolation import acl, detect
 from execengine.isolation.uids import SANDBOX_GID
+from tests.isolation._leftovers import alive, cgroup_dirs_of, tagged
 
 REPO = Path(__file__).resolve().parents[2]
 #: seconds after the host's death by which all it started is gone (measured: well under
@@ -45,33 +46,10 @@ HOST = textwrap.dedent("""
 """)
 
 
-def tagged(root: str, prefix: str, pid: int) -> list[str]:
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return []
-    return [os.path.join(root, n) for n in names
-            if (o := parse_owner(n, prefix)) is not None and o[0] == pid]
 
 
-def cgroup_dirs_of(pid: int) -> list[str]:
-    try:
-        layout = cgroups.discover()
-    except OSError:
-        return []
-    parents = [p for p in (layout.v2_parent, *(d for _, d in layout.v1_parents)) if p]
-    return [d for parent in parents for d in tagged(parent, cgroups.PREFIX, pid)]
 
 
-def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
-    out = []
-    for p in procs:
-        try:
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.NoSuchProcess:
-            continue
-    return out
 
 
 def _marked(marker: str, host: int) -> list[psutil.Process]:
@@ -106,10 +84,10 @@ def test_a_killed_host_takes_its_stdio_server_and_its_strays_along(tmp_path):
         host.kill()
         killed_at = time.monotonic()
         host.wait(5)
-        left = _alive(victims)
+        left = alive(victims)
         while left and time.monotonic() - killed_at < BOUND:
             time.sleep(0.01)
-            left = _alive(victims)
+            left = alive(victims)
         took = time.monotonic() - killed_at
         print(f"\neverything the host started gone {took * 1000:.0f} ms after its death")
         assert left == [], [(p.pid, p.cmdline()) for p in left]
@@ -117,7 +95,7 @@ def test_a_killed_host_takes_its_stdio_server_and_its_strays_along(tmp_path):
         if host.poll() is None:
             host.kill()
             host.wait(5)
-        for p in _alive(victims + _marked(marker, host.pid)):
+        for p in alive(victims + _marked(marker, host.pid)):
             p.kill()
         if host.stdout is not None:
             host.stdout.close()
@@ -187,16 +165,16 @@ def test_a_killed_host_takes_a_nested_engine_and_all_it_holds_along(tmp_path, le
         host.kill()
         killed_at = time.monotonic()
         host.wait(5)
-        while (_alive(victims) or held()) and time.monotonic() - killed_at < BOUND:
+        while (alive(victims) or held()) and time.monotonic() - killed_at < BOUND:
             time.sleep(0.02)
         took = time.monotonic() - killed_at
         print(f"\n{level}: the nested engine and all it held gone {took * 1000:.0f} ms after "
               "the host's death")
-        assert _alive(victims) == [], [(p.pid, p.cmdline()) for p in _alive(victims)]
+        assert alive(victims) == [], [(p.pid, p.cmdline()) for p in alive(victims)]
         assert held() == []
     finally:
         if host.poll() is None:
             host.kill()
             host.wait(5)
-        for p in _alive(victims):
+        for p in alive(victims):
             p.kill()
