@@ -174,8 +174,9 @@ class CodeExecutionConfig(_Section):
     warm_entries: int = option(
         2, "sandboxes (restricted, isolated) entered ahead of the next launches of each "
         "kind (scripts, terminal commands), at isolated a script's with its interpreter "
-        "started once a script has run (about 10 MiB each); 0: enter every sandbox at "
-        "launch", min=0)
+        "started once a script has run; at none, scripts' interpreters started ahead "
+        "(about 10 MiB each); 0: enter every sandbox, start every interpreter at launch",
+        min=0)
     fork_server: bool = option(
         True, "at level isolated as root, with the host's own interpreter: the interpreters "
         "started ahead are forked from one started once (its start-up, site and .pth hooks "

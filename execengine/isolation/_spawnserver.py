@@ -75,6 +75,7 @@ from typing import Any
 
 from execengine import hostdirs
 from execengine._resources import sandbox_dir
+from execengine._runtime import zygote_program
 from execengine.isolation import cgroups, entry, leftovers, mounts, seccomp
 from execengine.isolation.rlimits import PLAN_RLIMITS
 
@@ -863,6 +864,9 @@ def main(argv: list[str]) -> int:
                    {"allow_network": False, "stream_only": True}):  # the proxy's variant
             entry.seccomp_program(sc)
     entry.ZYGOTE_SOURCE = (sandbox_dir() / "zygote.py").read_text()
+    # compiled once, here: each entry's pre-started interpreter of this interpreter gets it
+    # so (see zygote_program)
+    zygote_program(entry.ZYGOTE_SOURCE, "main", {}, sys.executable)
     # everything loaded so far lives as long as we do: out of the collector's sight, so
     # that neither our collections nor a forked entry's touch (and copy) those pages
     gc.freeze()

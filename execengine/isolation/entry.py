@@ -61,6 +61,7 @@ import time
 import traceback
 from typing import Any
 
+from execengine._runtime import ZYGOTE_LOADER, zygote_program
 from execengine.isolation import bridge as proxy_bridge
 from execengine.isolation import landlock, mounts
 from execengine.isolation import seccomp as seccomp_layer
@@ -786,13 +787,6 @@ def _zygote_ready(warm: dict[str, Any], ruleset: landlock.Ruleset | None) -> boo
             and (ruleset is not None or not warm.get("landlock")))
 
 
-#: run by the pre-started interpreter: its program comes on the descriptor in argv[1] and
-#: leaves the plan's code in ``sys``, run here (one frame above it, not two); what the
-#: interpreter's start imported is noted first
-ZYGOTE_LOADER = ('import os,sys;sys._execengine_startup=set(sys.modules);exec(compile(b"".join('
-                 'iter(lambda:os.read(int(sys.argv[1]),65536),b"")),"<execengine zygote>","exec"),'
-                 '{"__name__":"_execengine_zygote"});'
-                 'exec(__import__("sys").__dict__.pop("_execengine_code"))')
 #: the pre-started interpreter's program (``sandbox/zygote.py``), read by the spawner
 ZYGOTE_SOURCE: str = ""
 
@@ -824,9 +818,7 @@ def _exec_loader(argv0: str, env: dict[str, str], function: str, params: dict[st
     """Exec ``argv0`` under ``env`` with :data:`ZYGOTE_LOADER` running ``sandbox/zygote.py``
     and then its ``function(params)``, whose result is the code the loader runs.
     ``keep``: a descriptor the program uses (made inheritable)."""
-    # marshal's version 4 (Python 3.4 and later) reads the same on every interpreter we run
-    program = (f"{ZYGOTE_SOURCE}\nsys._execengine_code = {function}(marshal.loads("
-               f"{marshal.dumps(params, 4)!r}))\n")
+    program = zygote_program(ZYGOTE_SOURCE, function, params, argv0)
     if keep is not None:
         os.set_inheritable(keep, True)
     # the standard streams the interpreter makes at start-up must be what the plan's will
@@ -840,7 +832,7 @@ def _exec_loader(argv0: str, env: dict[str, str], function: str, params: dict[st
     os.dup2(stdio, 2)
     os.close(stdio)
     r, w = os.pipe()
-    data = memoryview(program.encode())
+    data = memoryview(program)
     while data:
         data = data[os.write(w, data):]
     os.close(w)

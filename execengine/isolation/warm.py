@@ -169,3 +169,8 @@ class WarmPool:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+    def entries(self) -> list[WarmEntry]:
+        """The entries ready now (a copy)."""
+        with self._lock:
+            return list(self._entries)

@@ -145,12 +145,16 @@ class PopenChild(Child):
     """A child that is one :class:`subprocess.Popen` here (the interpreter itself, or the
     ``ssh`` client carrying it): its pipes, exit status and wait."""
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes],
+                 pipes: tuple[IO[bytes], IO[bytes]] | None = None) -> None:
+        """``pipes``: the read ends of its stdout and stderr, when they are not ``proc``'s
+        own (made after it started, for an interpreter started ahead)."""
         self._proc = proc
         self.pid = proc.pid
-        assert proc.stdout is not None and proc.stderr is not None
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
+        if pipes is None:
+            assert proc.stdout is not None and proc.stderr is not None
+            pipes = (proc.stdout, proc.stderr)
+        self.stdout, self.stderr = pipes
 
     def poll(self) -> int | None:
         return self._proc.poll()
@@ -200,4 +204,11 @@ class Launcher(abc.ABC):
         """Start the child described by ``spec``; raise SandboxError if it cannot start."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Release launcher-wide resources (a spawner process). Idempotent."""
+        """Release launcher-wide resources (a spawner process, interpreters started
+        ahead). Idempotent."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

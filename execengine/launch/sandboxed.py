@@ -839,13 +839,6 @@ class SandboxLauncher(Launcher):
             self._grants.release(grants)
         self._lasting.clear()
 
-    def __enter__(self) -> SandboxLauncher:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 class RestrictedLauncher(SandboxLauncher):
     """Level ``restricted``: slot uid, no-new-privs, rlimits, Landlock, seccomp (and the
     execution's cgroup where available); no namespaces."""

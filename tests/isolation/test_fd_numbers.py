@@ -19,6 +19,7 @@ import sys
 import pytest
 
 from execengine.launch.base import LaunchSpec
+from execengine.launch.local import LocalLauncher
 
 from ._prestart import teach
 from .test_launchers import LEVELS
@@ -66,7 +67,7 @@ def at_number():
 @pytest.mark.parametrize("cls", LEVELS)
 def test_a_passed_descriptor_at_any_number_arrives_intact(cls, way, tmp_path, at_number):
     if way == "prestarted" and cls.level != "isolated":
-        pytest.skip("only isolated pre-starts an interpreter")
+        pytest.skip("restricted starts no interpreter ahead (none: below)")
     with cls(fork_server=(way == "prestarted")) as launcher:
         for n in NUMBERS:
             r, target = at_number(n)
@@ -79,3 +80,20 @@ def test_a_passed_descriptor_at_any_number_arrives_intact(cls, way, tmp_path, at
                 err = child.stderr.read().decode(errors="replace")
             assert rc == 0, f"passed at {target}: {err}"
             assert os.read(r, 100) == f"intact {target}".encode()
+
+
+def test_at_none_an_interpreter_started_ahead_gets_it_intact(tmp_path, at_number):
+    launcher = LocalLauncher(warm=2)
+    try:
+        for n in NUMBERS:
+            r, target = at_number(n)
+            s = spec(f"import os; os.write({target}, b'intact {target}')", tmp_path, target)
+            entry = teach(launcher, s)
+            with launcher.launch(s) as child:
+                rc = child.wait(30)
+                err = child.stderr.read().decode(errors="replace")
+            assert child.pid == entry  # it ran in the interpreter started ahead
+            assert rc == 0, f"passed at {target}: {err}"
+            assert os.read(r, 100) == f"intact {target}".encode()
+    finally:
+        launcher.close()

@@ -20,18 +20,35 @@ import pytest
 
 from execengine.isolation._spawnserver import zygote_extras
 from execengine.launch.base import LaunchLimits, LaunchSpec
+from execengine.launch.local import LocalLauncher
 from execengine.launch.sandboxed import _interpreter_paths
+from execengine.proctree import RUN_TOKEN_VAR
 from tests.sandbox._oldest_python import python38
 
 from ._prestart import interpreter_of, teach
 from .test_launchers import LEVELS
 
-#: the level that pre-starts (see test_restricted_never_prestarts)
+#: the level that pre-starts in a sandbox (see test_restricted_never_prestarts)
 ISOLATED = [p for p in LEVELS if p.id == "isolated"]
+
+
+class NoneLauncher(LocalLauncher):
+    """Level ``none``, made as the tests below make a sandbox launcher (a template or not
+    is an ``isolated`` matter)."""
+
+    def __init__(self, warm: int = 2, fork_server: bool = True) -> None:
+        super().__init__(warm=warm)
 
 
 @pytest.fixture(params=ISOLATED)
 def launcher_cls(request):
+    return request.param
+
+
+@pytest.fixture(params=[*ISOLATED, pytest.param(NoneLauncher, id="none")])
+def prestarting_cls(request):
+    """Every level that starts a script's interpreter ahead: what holds of its start-up
+    and of the plan's execution there, whether sandboxed or not."""
     return request.param
 
 
@@ -83,7 +100,7 @@ PROBE_NAMES = ["cmdline", "fds", "fh", "json", "os", "subprocess", "sys"]
 
 
 @pytest.mark.parametrize("safe_path", [False, True], ids=["", "PYTHONSAFEPATH"])
-def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_path,
+def test_the_script_sees_what_an_exec_of_python_c_would_show(prestarting_cls, tmp_path,
                                                               safe_path):
     (tmp_path / "rel").mkdir()
     r, w = os.pipe()
@@ -98,13 +115,13 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
                         pass_fds=(target,))
 
         # without a template: a cold entry's interpreter would be forked from it
-        with launcher_cls(fork_server=False) as cold:
+        with prestarting_cls(fork_server=False) as cold:
             s_cold = s = probe()
             rc, out, err, _ = run(cold, s)
             assert rc == 0, err
             seen_cold = json.loads(out)
             assert not seen_cold["zygote"]  # the control: an interpreter exec'd for it
-        with launcher_cls() as launcher:
+        with prestarting_cls() as launcher:
             s = probe()
             entry = teach(launcher, s)
             rc, out, err, pid = run(launcher, s)
@@ -114,8 +131,13 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
             assert seen.pop("zygote")
             seen_cold.pop("zygote")
             for got, asked in ((seen, s), (seen_cold, s_cold)):
-                # exactly the plan's environment, and what a subprocess inherits
-                assert got.pop("env") == dict(asked.env)
+                # exactly the plan's environment, and what a subprocess inherits (at
+                # none, the run token is the one the interpreter started with: what it
+                # forks without an exec carries that one)
+                env, wanted = got.pop("env"), dict(asked.env)
+                if prestarting_cls is NoneLauncher and got is seen:
+                    assert env.pop(RUN_TOKEN_VAR) != wanted.pop(RUN_TOKEN_VAR)
+                assert env == wanted
                 assert got.pop("inherited") == asked.env["PER_RUN"]
             assert seen == seen_cold
         assert seen["argv"] == ["-c", "a1", "a 2"]
@@ -136,8 +158,8 @@ def test_the_script_sees_what_an_exec_of_python_c_would_show(launcher_cls, tmp_p
     ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", -signal.SIGSEGV, ""),
     ("print('out', end=''); import sys; print('err', file=sys.stderr, end='')", 0, "err"),
 ])
-def test_exit_status_and_streams(launcher_cls, tmp_path, code, status, stderr):
-    with launcher_cls() as launcher:
+def test_exit_status_and_streams(prestarting_cls, tmp_path, code, status, stderr):
+    with prestarting_cls() as launcher:
         s = spec(code, tmp_path)
         entry = teach(launcher, s)
         rc, out, err, pid = run(launcher, s)
@@ -189,9 +211,9 @@ def test_confined_before_the_code_runs(launcher_cls, tmp_path):
                           cwd=work).stdout.strip() == "secret"
 
 
-def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launcher_cls,
+def test_another_program_or_environment_is_execed_by_the_prestarted_entry(prestarting_cls,
                                                                           tmp_path):
-    with launcher_cls() as launcher:
+    with prestarting_cls() as launcher:
         s = spec("pass", tmp_path)
         entry = teach(launcher, s)
         # another program in a spec that may run pre-started (the terminal tool's are not,
@@ -202,7 +224,9 @@ def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launch
                      env={**s.env, "X": "from-plan"},
                      readable_paths=tuple(_interpreter_paths(sys.executable)))
         rc, out, err, pid = run(launcher, sh)
-        assert (rc, pid) == (0, entry), err
+        # (at none another program gains nothing there: it is started at launch, and the
+        # interpreter is left for the next script)
+        assert (rc, pid == entry) == (0, prestarting_cls is not NoneLauncher), err
         assert out.split("\n")[:2] == ["from-plan", f"{sh.argv[0]} -c {sh.argv[2]} "]
         # Python under another start-up environment: a fresh interpreter, as asked
         entry = teach(launcher, s)
@@ -211,7 +235,9 @@ def test_another_program_or_environment_is_execed_by_the_prestarted_entry(launch
                                  "open('/proc/self/cmdline').read())"],
                         env={**s.env, "LANG": "C", "PYTHONUTF8": "1"})
         rc, out, err, pid = run(launcher, other)
-        assert (rc, pid) == (0, entry), err
+        # (at none, started at launch: the interpreters started ahead for the other
+        # environment are discarded, and the next ones started for this one)
+        assert (rc, pid == entry) == (0, prestarting_cls is not NoneLauncher), err
         assert out.split() == ["1", "C", "False"]
 
 
@@ -291,11 +317,11 @@ PY38 = python38()
 
 
 @pytest.mark.skipif(PY38 is None, reason="no Python 3.8 here (set EXECENGINE_TEST_PYTHON38)")
-def test_the_oldest_supported_interpreter_runs_prestarted(launcher_cls, tmp_path):
+def test_the_oldest_supported_interpreter_runs_prestarted(prestarting_cls, tmp_path):
     assert PY38 is not None
     code = ("import sys; print(sys.version_info[:2] == (3, 8), '<execengine ' + 'zygote>' in "
             "open('/proc/self/cmdline').read(), sys.argv)")
-    with launcher_cls() as launcher:
+    with prestarting_cls() as launcher:
         s = replace(spec(code, tmp_path, "x"), argv=[str(PY38), "-c", code, "x"])
         entry = teach(launcher, s)
         rc, out, err, pid = run(launcher, s)
@@ -303,10 +329,10 @@ def test_the_oldest_supported_interpreter_runs_prestarted(launcher_cls, tmp_path
     assert out.split() == ["True", "True", "['-c',", "'x']"]
 
 
-def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(launcher_cls, tmp_path):
+def test_an_interpreter_that_died_waiting_is_replaced_by_a_cold_entry(prestarting_cls, tmp_path):
     import psutil
 
-    with launcher_cls() as launcher:
+    with prestarting_cls() as launcher:
         s = spec("print('ran')", tmp_path)
         entry = teach(launcher, s)
         interpreter = psutil.Process(interpreter_of(entry))
@@ -338,7 +364,7 @@ IN_PRESTARTED = "'_execengine_startup' in open('/proc/self/cmdline').read()"
 
 
 def test_an_interpreter_that_dies_starting_after_the_plan_came_leaves_it_to_a_cold_entry(
-        launcher_cls, tmp_path):
+        prestarting_cls, tmp_path):
     """The plan comes while the pre-started interpreter is still in ``site``, which then
     ends it: the plan was not taken (its binds wait for the start-up to end), so a cold
     entry runs it."""
@@ -350,7 +376,7 @@ def test_an_interpreter_that_dies_starting_after_the_plan_came_leaves_it_to_a_co
     code = "print('ran', '<execengine ' + 'zygote>' in open('/proc/self/cmdline').read())"
     s = replace(spec(code, work), argv=[python, "-c", code])
     # one entry: the one the next launch takes was started just now, and is in its sleep
-    with launcher_cls(warm=1) as launcher:
+    with prestarting_cls(warm=1) as launcher:
         entry = teach(launcher, s)
         rc, out, err, pid = run(launcher, s)
     assert (rc, out) == (0, "ran False\n"), err
@@ -417,16 +443,16 @@ def _shadowing(tmp_path, where: str) -> LaunchSpec:
 
 @pytest.mark.parametrize("where", ["cwd", "PYTHONPATH", "package", "zip"])
 def test_what_a_start_would_import_from_the_plans_paths_gets_a_fresh_interpreter(
-        launcher_cls, tmp_path, where):
+        prestarting_cls, tmp_path, where):
     """sitecustomize on the plan's PYTHONPATH, or a module of the pre-started one's in the
     working directory or on PYTHONPATH: run in an interpreter exec'd for the plan, which
     imports them as a start would."""
     s = _shadowing(tmp_path, where)
-    with launcher_cls() as cold:
+    with prestarting_cls() as cold:
         rc, out, err, _ = run(cold, s)
         assert rc == 0, err
         assert out.split() == ["mine", "1", "False"]
-    with launcher_cls() as launcher:
+    with prestarting_cls() as launcher:
         entry = teach(launcher, s)
         rc, out, err, pid = run(launcher, s)
     assert (rc, pid) == (0, entry), err
@@ -434,7 +460,7 @@ def test_what_a_start_would_import_from_the_plans_paths_gets_a_fresh_interpreter
 
 
 @pytest.mark.parametrize("slow_start", [False, True], ids=["start", "slow-start"])
-def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_path,
+def test_a_folder_a_pth_file_names_that_appears_with_the_plan(prestarting_cls, tmp_path,
                                                               slow_start):
     """A ``.pth`` entry (an editable install of the project) that was not there when the
     interpreter started, but is with the plan's binds: a fresh interpreter adds it.
@@ -453,13 +479,18 @@ def test_a_folder_a_pth_file_names_that_appears_with_the_plan(launcher_cls, tmp_
             "open('/proc/self/cmdline').read())")
     s = replace(spec(code, work), argv=[python, "-c", code])
     # one entry: the one the next launch takes was started just now
-    with launcher_cls(warm=1) as launcher:
+    with prestarting_cls(warm=1) as launcher:
         entry = teach(launcher, s)  # the folder does not exist yet
         (src / "mypkg").mkdir(parents=True)
         (src / "mypkg" / "__init__.py").write_text("MARK = 'editable'\n")
         rc, out, err, pid = run(launcher, replace(s, readable_paths=(str(src),)))
     assert (rc, pid) == (0, entry), err
-    assert out.split() == ["editable", "False"]
+    if prestarting_cls is NoneLauncher:
+        # no binds at none: the folder appeared while site ran, or after (then it was
+        # missing, and the plan is exec'd): either way, as a start now would see it
+        assert out.split()[0] == "editable"
+    else:
+        assert out.split() == ["editable", "False"]
 
 
 def test_the_cpu_time_limit_is_each_plans_own(launcher_cls, tmp_path):
@@ -473,11 +504,11 @@ def test_the_cpu_time_limit_is_each_plans_own(launcher_cls, tmp_path):
     assert out.split() == ["(7,", "8)", "True"]
 
 
-def test_a_terminal_command_leaves_the_prestarted_entry_for_the_next_script(launcher_cls,
+def test_a_terminal_command_leaves_the_prestarted_entry_for_the_next_script(prestarting_cls,
                                                                             tmp_path):
     """A launch that may not run pre-started (a terminal command) gets an entry of its
     own kind (or a cold one), so no interpreter started ahead goes unused."""
-    with launcher_cls() as launcher:
+    with prestarting_cls() as launcher:
         s = spec("print('script')", tmp_path)
         entry = teach(launcher, s)
         sh = replace(s, argv=[os.path.realpath("/bin/sh"), "-c", "echo command"],
