@@ -9,7 +9,9 @@ SSH host, at the default isolation level; the differences on purpose are listed 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from execengine.engine.spill import SPILL_PREFIX, SPILL_SUFFIX
 from tests.remote.sshd import available as sshd_available
 from tests.remote.sshd import loopback_remote
 
@@ -48,6 +51,26 @@ def _sleepers() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _spill_as_found() -> Iterator[None]:
+    """The child CLIs' spill files (the "output over the cap" case) land in the real
+    per-user spill folder, not in pytest's (monkeypatched here only): removed after, as
+    the folder itself when this module made it."""
+    folder = os.path.join(tempfile.gettempdir(), f"execengine-output-{os.getuid()}")
+    existed = os.path.isdir(folder)
+    before = set(os.listdir(folder)) if existed else set()
+    yield
+    if not os.path.isdir(folder):
+        return
+    for name in set(os.listdir(folder)) - before:
+        if name.startswith(SPILL_PREFIX) and name.endswith(SPILL_SUFFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, name))
+    if not existed:
+        with contextlib.suppress(OSError):  # not empty: another engine's meanwhile
+            os.rmdir(folder)
 
 
 @pytest.fixture(scope="module")
