@@ -34,6 +34,7 @@ import select
 import signal
 import socket
 import subprocess
+from collections.abc import Callable
 from typing import IO, Any
 
 from execengine._resources import sandbox_dir
@@ -67,6 +68,12 @@ class LocalChild(PopenChild):
         #: a confirmed sweep ran after the main process was reaped: nothing of the
         #: execution is left that a second sweep could find
         self._swept = False
+        #: called once the execution is over (see :meth:`release`)
+        self.on_release: Callable[[], None] | None = None
+
+    def release(self) -> None:
+        if self.on_release is not None:
+            self.on_release()
 
     def terminate(self) -> None:
         self.processes.signal(signal.SIGTERM)
@@ -117,14 +124,15 @@ class LocalLauncher(Launcher):
             raise SandboxError(f"the child's interpreter must be an absolute path, got "
                                f"{spec.argv[0] if spec.argv else None!r}")
         key = self._key(spec)
+        entry = self._pool.take(key) if key is not None else None
+        child = _enter(entry, spec, self._umask) if entry is not None else None
+        if child is None:
+            child = self._cold(spec)
         if key is not None:
-            entry = self._pool.take(key)
-            self._pool.refill(key)
-            if entry is not None:
-                child = _enter(entry, spec, self._umask)
-                if child is not None:
-                    return child
-        return self._cold(spec)
+            # the next interpreter starts once this execution is over, not beside it: on
+            # 2 cores a start beside a script's tool calls doubled their round trip
+            child.on_release = functools.partial(self._pool.refill, key)
+        return child
 
     def prestarted(self) -> list[int]:
         """The pids of the interpreters started ahead and not taken yet."""
