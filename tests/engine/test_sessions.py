@@ -327,8 +327,12 @@ def test_hostile_cells_cannot_confuse_the_host(level):
         r = e.execute("import os\nos.close(1)", session="s")
         assert r.ok
         r = e.execute("print('x')", session="s")
-        # (the child is unbuffered: the print meets the closed descriptor at once)
-        assert "Bad file descriptor" in r.stderr and "closed its stdout" in r.notice
+        # the child is unbuffered: the print meets the closed descriptor at once, or (the
+        # number free, the kernel's runtime may have opened something at 1 meanwhile:
+        # once in seven loaded full runs) lands there; never in the cell's output
+        assert "closed its stdout" in r.notice
+        assert r.output.split("--- stderr ---")[0].strip() == ""  # nothing printed came
+        assert r.status == "success" or "Bad file descriptor" in r.stderr, r
         # an endless reply line: the kernel is killed, the state is lost, the host is fine
         code = reply_fd + "for f in fd:\n    try:\n        os.write(f, b'x' * (2 << 20))\n" \
                           "    except OSError:\n        pass\nimport time\ntime.sleep(30)"
