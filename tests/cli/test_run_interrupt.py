@@ -13,6 +13,9 @@ import subprocess
 import sys
 import time
 
+import psutil
+import pytest
+
 SCRIPT = ("import time\nprint('before', flush=True)\nopen('started', 'w').close()\n"
           "time.sleep(60)\nprint('after')")
 
@@ -20,6 +23,7 @@ SCRIPT = ("import time\nprint('before', flush=True)\nopen('started', 'w').close(
 def test_ctrl_c_exits_130_with_the_output_so_far(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "EXECENGINE_CONFIG"}
     env["HOME"] = str(tmp_path)  # no user config
+    env["PYTHONFAULTHANDLER"] = "1"  # a CLI that hangs dumps its threads at SIGABRT
     proc = subprocess.Popen(
         [sys.executable, "-m", "execengine", "run", "--isolation", "none", "--cwd",
          str(tmp_path), "-c", SCRIPT],
@@ -31,7 +35,10 @@ def test_ctrl_c_exits_130_with_the_output_so_far(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # (once, in a loaded CI run): say where it hangs
+            pytest.fail(f"no exit 30 s after SIGINT; {_where(proc)}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -40,3 +47,19 @@ def test_ctrl_c_exits_130_with_the_output_so_far(tmp_path):
     assert "KeyError" not in err and "Traceback" not in err
     assert out.startswith("before\n") and "after" not in out
     assert "[interrupted]" in err
+
+
+def _where(proc: subprocess.Popen[str]) -> str:
+    """The hung CLI's processes, and its threads' stacks (faulthandler, at SIGABRT)."""
+    tree: list[object]
+    try:
+        tree = [(p.pid, p.status(), p.cmdline()[:4])
+                for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]]
+    except psutil.Error as exc:
+        tree = [str(exc)]
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        err = "(its stderr did not end: another process holds it)"
+    return f"processes: {tree}\nstderr: {err[-6000:]}"
