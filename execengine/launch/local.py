@@ -167,7 +167,8 @@ class LocalLauncher(Launcher):
             "ruleset": None, "landlock": None}, argv0)
         # its start-up's stdout and stderr: a pipe nobody reads (until the plan's are
         # placed, a write that would block fails), its read end held by the interpreter
-        hold, stdio = os.pipe2(os.O_NONBLOCK)
+        # (close-on-exec here, as every descriptor the host makes: Popen passes them)
+        hold, stdio = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         text_r, text_w = os.pipe()
         fds = [hold, stdio, text_r, text_w]
         try:
