@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 from execengine._text import plural
 from execengine.cli._common import config_from, print_json, registry_from
@@ -112,9 +114,10 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
     """Run in a worker thread so Ctrl-C interrupts the script (same escalation as a
     timeout) instead of tearing through the teardown.
 
-    The end is watched with an event set by the worker, not ``Thread.is_alive()``: on
-    Python 3.10-3.12 a ``join()`` interrupted by KeyboardInterrupt can leave the thread
-    looking dead while it still runs (the result then seemed to be missing)."""
+    Ctrl-C sets ``stop`` from a SIGINT handler instead of raising KeyboardInterrupt in the
+    main thread: an exception raised between the bytecodes of ``Event.wait`` can leave the
+    event's lock held, and the worker's ``done.set()`` then waits for it for ever (the CLI
+    hung once, in a loaded run). A second Ctrl-C changes nothing: the teardown is bounded."""
     stop = threading.Event()
     done = threading.Event()
     box: dict[str, Any] = {}
@@ -129,17 +132,28 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
             done.set()
 
     t = threading.Thread(target=work, name="execengine-run")
-    t.start()
-    while not done.is_set():
-        try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            stop.set()  # a second Ctrl-C changes nothing: the teardown is bounded
+    with _stop_on_sigint(stop):
+        t.start()
+        done.wait()
     t.join()
     if "error" in box:
         raise box["error"]
     result: ExecutionResult = box["result"]
     return result
+
+
+@contextlib.contextmanager
+def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
+    """SIGINT sets ``stop`` while the block runs (in the main thread; elsewhere Python
+    delivers no signal, so there is nothing to catch)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _print_human(result: ExecutionResult) -> None:
