@@ -1,7 +1,8 @@
 """How many of the package's files run host code for one warm execution at level ``none``.
 
 A profile hook on every thread of the host records the file of each function called while
-one execution runs (the engine warmed by two before it): ``print(1)``, then a script making
+one execution runs (the engine warmed by two before it), and until what it left to the
+background (the next interpreter started ahead) is done: ``print(1)``, then a script making
 one ``read_file`` call. The files are listed, so what a change adds to the path shows.
 
     python benchmarks/files_touched.py
@@ -14,6 +15,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,10 @@ def files_run(code: str) -> dict[str, set[str]]:
         with Engine(config) as engine:
             for _ in range(2):
                 engine.execute(code)
+            _settled(engine)
             on.set()
             result = engine.execute(code)
+            _settled(engine)  # what the execution left to the background (the next start)
             on.clear()
     finally:
         sys.setprofile(None)
@@ -50,6 +54,16 @@ def files_run(code: str) -> dict[str, set[str]]:
     if not result.ok:
         raise SystemExit(f"the measured execution failed: {result.error}")
     return dict(seen)
+
+
+def _settled(engine: Engine, timeout: float = 10.0) -> None:
+    """Wait until the launcher's interpreters started ahead are all there again."""
+    want = engine.config.code_execution.warm_entries
+    deadline = time.monotonic() + timeout
+    while len(engine.launcher.prestarted()) < want:
+        if time.monotonic() > deadline:
+            raise SystemExit("the launcher did not start its interpreters ahead in time")
+        time.sleep(0.005)
 
 
 def main() -> int:

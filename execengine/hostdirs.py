@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 _TAG = re.compile(r"(\d+)-(\d+)-")
 
 #: the directories an engine makes in the temp dir, by name prefix (followed by the owner
-#: tag): staging, runtime and RPC socket directories (:mod:`execengine.engine.staging`,
+#: tag): staging, runtime and RPC socket directories (:mod:`execengine.engine.prepare`,
 #: :mod:`execengine.rpc.channel`); an engine's start sweeps those of dead hosts, and so
 #: does a spawner whose host died (:mod:`execengine.isolation._spawnserver`)
 STAGING_PREFIX = "execengine-run-"

@@ -4,7 +4,7 @@ Long output keeps its beginning and its end (the end of a log usually holds the 
 says, in one wording everywhere, how much was left out:
 ``... [OUTPUT TRUNCATED - 582,112 chars omitted out of 630,034 total] ...`` (the
 reference's wording; ``what`` names the stream: OUTPUT, STDERR, RESULT, PAGE). The
-streaming accumulators (:class:`execengine.launch.capture.OutputCapture` for a child's
+streaming accumulators (:class:`execengine.launch.supervise.OutputCapture` for a child's
 bytes, :class:`execengine.terminal.output.HeadTail` for a command's text) keep head and
 tail as data arrives and use :func:`marker` for the same words.
 """

@@ -274,15 +274,17 @@ def main(params: dict[str, Any]) -> object:
     """Wait on ``params["ctl"]`` for the plan and enter it; the code to run in
     ``__main__`` (when the plan's program is another one, ``execve`` it instead).
 
-    ``params``: ``ctl``, the plan's socket; ``argv0`` and ``env``, how this interpreter was
-    started; ``ruleset``, the Landlock ruleset made ahead (or None), with ``landlock``:
-    ``read_access``, ``write_access``, ``file_rights`` (the rights on a path's rule, and
-    those that apply to a file)."""
+    ``params``: ``ctl``, the plan's socket (else ``sys.argv[2]`` names it); ``argv0`` and
+    ``env``, how this interpreter was started; ``ruleset``, the Landlock ruleset made
+    ahead (or None), with ``landlock``: ``read_access``, ``write_access``,
+    ``file_rights`` (the rights on a path's rule, and those that apply to a file)."""
     state = _startup_state()
     # what the start put in the environment itself (the C locale's coercion to UTF-8)
     coerced = {k: v for k, v in os.environ.items()
                if k not in params["env"] and k not in LATE_VARS}
-    sock = _socket.socket(fileno=params["ctl"])
+    # the plan's socket: in ``params``, or (a program shared by the interpreters started
+    # ahead at level none) in argv[2]
+    sock = _socket.socket(fileno=params["ctl"] if "ctl" in params else int(sys.argv[2]))
     # the start-up is over: only now does the namespace's init attach the plan's binds
     # (what site read, and ``state``, are of the fixed root alone)
     try:  # our pid (in the namespace): init waits for this process to end

@@ -37,7 +37,7 @@ from execengine.approval.approver import (
 )
 from execengine.approval.gate import ApprovalState
 from execengine.config import ApprovalsConfig
-from execengine.launch.capture import redact
+from execengine.launch.supervise import redact
 
 log = logging.getLogger(__name__)
 

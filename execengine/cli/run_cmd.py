@@ -8,7 +8,8 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from execengine._text import plural
 from execengine.cli._common import config_from, print_json, registry_from

@@ -25,9 +25,9 @@ from execengine.engine.allowed import allowed_tools
 from execengine.engine.exiting import close_at_exit
 from execengine.engine.oneshot import run_once
 from execengine.engine.plan import ExecutionPlan, Templates, make_plan
+from execengine.engine.prepare import RUNTIME_PREFIX, STAGING_PREFIX, Runtime
 from execengine.engine.result import ExecutionResult, no_code_result
 from execengine.engine.sessions import SessionManager
-from execengine.engine.staging import RUNTIME_PREFIX, STAGING_PREFIX, Runtime
 from execengine.errors import SandboxError, ToolError
 from execengine.host.base import Host
 from execengine.hostdirs import sweep

@@ -9,7 +9,7 @@ handler, registered with the first engine (nothing happens on import), closes th
 open, newest first. Closing is idempotent, so an engine closed already, by its program or
 by the program's own ``atexit`` handler, is skipped. What runs that late must not need a
 thread pool (``concurrent.futures`` refuses work once the interpreter shuts down): the
-sandbox's deferred teardown then runs inline (:class:`execengine.isolation.warm.Background`).
+sandbox's deferred teardown then runs inline (:class:`execengine.launch.base.Background`).
 
 A process killed by a signal runs no ``atexit`` handler; the spawner and the guards cover
 that case (``docs/reliability.md``).

@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from execengine.engine import cellsweep
 from execengine.launch.base import Child
-from execengine.launch.capture import OutputCapture
+from execengine.launch.supervise import OutputCapture
 
 #: how often a running cell looks at its interrupt flag
 TICK = 0.05

@@ -17,11 +17,15 @@ from typing import TYPE_CHECKING
 
 from execengine.engine.allowed import script_call_handler
 from execengine.engine.plan import ExecutionPlan
-from execengine.engine.prepare import launch_child, script_context
+from execengine.engine.prepare import (
+    BOOTSTRAP_ENTRY,
+    SCRIPT_NAME_VAR,
+    Staging,
+    launch_child,
+    script_context,
+)
 from execengine.engine.result import EndReason, ExecutionResult, RunOutcome, build_result
-from execengine.engine.staging import BOOTSTRAP_ENTRY, SCRIPT_NAME_VAR, Staging
-from execengine.launch.capture import OutputCapture
-from execengine.launch.supervise import Outcome, supervise
+from execengine.launch.supervise import Outcome, OutputCapture, supervise
 
 if TYPE_CHECKING:
     from execengine.engine.core import Engine

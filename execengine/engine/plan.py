@@ -15,15 +15,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from execengine.childenv import build_child_env
 from execengine.config import MODES, Mode, checked_timeout
 from execengine.context import CallContext
 from execengine.engine.allowed import allowed_tools, function_schemas, tool_groups
 from execengine.engine.interpreter import choose
-from execengine.engine.staging import SCRIPT_NAME
 from execengine.engine.stub import render_stub
 from execengine.errors import ConfigError, InvalidArgumentError, UnknownToolError, did_you_mean
 
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
     from execengine.engine.core import Engine
     from execengine.registry import ToolRegistry
 
+#: what tracebacks call a script's code by default, and the name of a model's code: never
+#: the staging copy's path (see :data:`.prepare.SCRIPT_NAME_VAR`)
+SCRIPT_NAME = "<execute_code>"
+#: the context of a caller that gave none (frozen: one serves every plan)
+NO_CONTEXT = CallContext()
 #: how long an engine reuses what a plan takes from its registry (see :class:`Templates`)
 TEMPLATE_TTL = 1.0
 
@@ -49,15 +55,22 @@ class ExecutionPlan:
     tools: tuple[str, ...]
     #: the ``hermes_tools`` module the script imports
     stub: str
-    #: the context of the script's tool calls, before the execution's own fields
-    #: (policy, interrupt, launcher) are added: the caller's, with task and cwd resolved
+    #: the caller's context of the script's tool calls; :func:`.prepare.script_context`
+    #: adds the task and cwd below and the execution's own fields (policy, interrupt,
+    #: launcher) when the first call arrives (most scripts make none)
     call: CallContext
+    #: the calls' task: the caller's, else the context's
+    task_id: str | None
+    #: the calls' cwd: the caller's, else the context's (None: the policy decides it)
+    cwd: str | None
     #: set from another thread to stop the script
     interrupt: threading.Event | None
     #: the folder the script runs in; "" in strict mode (a private folder per run)
     workdir: str
-    #: the host's variables the child inherits by name (``terminal.env_passthrough``, skills)
-    passthrough: tuple[str, ...] = ()
+    #: the child's environment before the execution's own variables: the host's
+    #: allow-listed ones and those passed through by name (``terminal.env_passthrough``,
+    #: skills), see :func:`execengine.childenv.build_child_env`
+    env: Mapping[str, str] = field(default_factory=dict)
     #: the session whose kernel runs it (None: a one-shot child)
     session: str | None = None
     #: start the session's kernel afresh first
@@ -101,7 +114,7 @@ def make_plan(
         raise ConfigError(f"unknown mode {chosen!r}; expected one of "
                           f"{', '.join(map(repr, MODES))}", key="code_execution.mode")
     limit = ce.timeout if timeout is None else checked_timeout(timeout)
-    call = context or CallContext()
+    call = context or NO_CONTEXT
     if interrupt is None:
         interrupt = call.interrupt  # the context's: "execute_code stops its script"
     task_id = task_id if task_id is not None else call.task_id
@@ -116,21 +129,21 @@ def make_plan(
     return ExecutionPlan(
         code=code, mode=chosen, interpreter=made.interpreter,
         timeout=limit, tools=made.tools, stub=made.stub,
-        call=call.replace(task_id=task_id, cwd=cwd or None, interrupt=None),
-        interrupt=interrupt, workdir=workdir, passthrough=made.passthrough,
+        call=call, task_id=task_id, cwd=cwd or None,
+        interrupt=interrupt, workdir=workdir, env=made.env,
         session=session, reset=reset,
         filename=filename or SCRIPT_NAME)
 
 
 @dataclass(frozen=True)
 class Template:
-    """What a plan takes from the registry and the configuration: the tools a script may
-    call, their stub, the interpreter, the variables its child may inherit."""
+    """What a plan takes from the registry, the configuration and the host's environment:
+    the tools a script may call, their stub, the interpreter, the child's environment."""
 
     tools: tuple[str, ...]
     stub: str
     interpreter: str
-    passthrough: tuple[str, ...]
+    env: Mapping[str, str]
 
 
 class Templates:
@@ -179,9 +192,10 @@ def _template(engine: Engine, enabled_toolsets: Iterable[str] | None,
     names = allowed_tools(registry, available=available)
     stub = render_stub(function_schemas(registry, names, enabled_toolsets, available=available),
                        groups=tool_groups(registry, names))
-    return Template(tuple(names), stub,
-                    choose(mode, configured=engine.config.code_execution.python),
-                    registry.env_passthrough)
+    ce = engine.config.code_execution
+    env = build_child_env(os.environ, passthrough=registry.env_passthrough, tz=ce.tz)
+    return Template(tuple(names), stub, choose(mode, configured=ce.python),
+                    MappingProxyType(env))
 
 
 def _known(registry: ToolRegistry, tools: Iterable[str]) -> list[str]:

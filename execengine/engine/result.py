@@ -17,8 +17,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from execengine.launch.capture import Captured
-from execengine.launch.supervise import oom_message
+from execengine.launch.supervise import Captured, oom_message
 from execengine.proctree import EndedBy
 
 Status = Literal["success", "error", "timeout", "interrupted"]

@@ -39,7 +39,7 @@ from execengine.confine.policy import ExecutionPolicy
 from execengine.engine.allowed import script_call_handler
 from execengine.engine.kernel import EXIT_WAIT, CellOutcome, KernelProcess
 from execengine.engine.plan import ExecutionPlan
-from execengine.engine.prepare import launch_child, script_context
+from execengine.engine.prepare import Staging, launch_child, script_context
 from execengine.engine.result import (
     INTERRUPTED,
     STATE_KEPT,
@@ -49,9 +49,8 @@ from execengine.engine.result import (
     build_result,
     no_code_result,
 )
-from execengine.engine.staging import Staging
 from execengine.errors import SandboxError
-from execengine.launch.capture import OutputCapture
+from execengine.launch.supervise import OutputCapture
 from execengine.rpc.channel import Channel
 
 if TYPE_CHECKING:

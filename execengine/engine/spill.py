@@ -16,7 +16,7 @@ import time
 
 log = logging.getLogger(__name__)
 
-#: names of spill files (see :class:`~execengine.launch.capture.OutputCapture`)
+#: names of spill files (see :class:`~execengine.launch.supervise.OutputCapture`)
 SPILL_PREFIX = "execengine-"
 SPILL_SUFFIX = ".txt"
 

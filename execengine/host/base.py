@@ -13,9 +13,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from execengine.confine.policy import ExecutionPolicy
+from execengine.fileops.paths import PathGuard
+from execengine.host.confinement import CONFINING_LEVELS, check_workdir, start_proxy
+
 if TYPE_CHECKING:
     from execengine.config import Config
-    from execengine.confine.policy import ExecutionPolicy
     from execengine.fileops.backend import FileBackend
     from execengine.launch.base import Launcher
     from execengine.remote.doctor import Check
@@ -28,6 +31,9 @@ class Host(ABC):
 
     #: the host's name as ``execengine doctor`` and the results show it
     kind: ClassVar[str] = ""
+    #: whether scripts and their tools act on this machine (False: on another, which has
+    #: none of this one's roots and no sandbox layers of ours, see docs/remote.md)
+    local: ClassVar[bool] = True
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -55,13 +61,24 @@ class Host(ABC):
     def new_launcher(self) -> Launcher:
         """A launcher for an engine; the engine owns it (closing it leaves the host open)."""
 
-    @abstractmethod
     def execution_policy(self, *, cwd: str, level: str, extra_writable: Sequence[str],
                          stack: contextlib.ExitStack) -> ExecutionPolicy:
         """The one policy of an execution in ``cwd`` (its script and every tool call it
-        makes); what it starts (an allow-list proxy) is closed with ``stack``. Raises
+        makes); with ``network: allowlist`` its proxy is started and closed (its folder
+        removed) with ``stack``, and the policy names the proxy's port and socket. Raises
         :class:`~execengine.errors.SandboxError` for a working directory no sandbox may
         be given."""
+        policy = ExecutionPolicy.for_execution(self.config, cwd=cwd, level=level,
+                                               local=self.local,
+                                               extra_writable=tuple(extra_writable))
+        if policy.level in CONFINING_LEVELS:
+            # the file tools' guard, resolved once a second for the same denied paths
+            # (each launch resolving all 18 of them was the largest item of the host's
+            # CPU per launch)
+            check_workdir(cwd, policy, PathGuard.from_config(self.config, policy))
+        if policy.network != "allowlist":
+            return policy
+        return start_proxy(policy, stack)
 
     # -- the tools ---------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The one policy of a local execution, and the allow-list proxy that enforces its network
-rule (:meth:`execengine.host.local.LocalHost.execution_policy`).
+"""What confines an execution beyond its policy's rules: the working directories no sandbox
+is given, and the allow-list proxy that enforces the network rule
+(:meth:`execengine.host.base.Host.execution_policy`).
 
 Both a one-shot execution and a session's kernel hold one
 :class:`~execengine.confine.policy.ExecutionPolicy` for the script and every tool call it
@@ -14,9 +15,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
-from collections.abc import Sequence
 
-from execengine.config import Config
 from execengine.confine.beneath import is_beneath
 from execengine.confine.domains import DomainPolicy
 from execengine.confine.policy import ExecutionPolicy
@@ -64,20 +63,9 @@ def check_workdir(cwd: str, policy: ExecutionPolicy, guard: PathGuard | None = N
                            f"in a denied path ({denied})")
 
 
-def execution_policy(config: Config, *, cwd: str, level: str, extra_writable: Sequence[str],
-                     stack: contextlib.ExitStack, local: bool = True) -> ExecutionPolicy:
-    """The execution's policy; with an allow-list, its proxy is started and closed (its
-    folder removed) with ``stack``, and the policy names the proxy's port and socket.
-    Raises :class:`SandboxError` for a working directory no sandbox may be given.
-    ``local=False``: the script and its tools act on another machine (no roots here)."""
-    policy = ExecutionPolicy.for_execution(config, cwd=cwd, level=level, local=local,
-                                           extra_writable=tuple(extra_writable))
-    if policy.level in CONFINING_LEVELS:
-        # the file tools' guard, resolved once a second for the same denied paths (each
-        # launch resolving all 18 of them was the largest item of the host's CPU per launch)
-        check_workdir(cwd, policy, PathGuard.from_config(config, policy))
-    if policy.network != "allowlist":
-        return policy
+def start_proxy(policy: ExecutionPolicy, stack: contextlib.ExitStack) -> ExecutionPolicy:
+    """``policy`` (``network: allowlist``) with the port and socket of its proxy, started
+    now and closed (its folder removed) with ``stack``."""
     proxy_dir = make_socket_dir()
     stack.callback(shutil.rmtree, proxy_dir, True)
     proxy = stack.enter_context(AllowListProxy(

@@ -3,18 +3,15 @@ terminal (``bash``), file operations in this process."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from execengine.config import Config
-from execengine.confine.policy import ExecutionPolicy
 from execengine.fileops.backend import FileBackend, LocalFiles
 from execengine.fileops.calls import local_folder_available
 from execengine.host.base import Host
-from execengine.host.confinement import execution_policy
 from execengine.launch.base import Launcher
 from execengine.launch.factory import make_launcher
 from execengine.terminal.backend import TerminalBackend
@@ -48,11 +45,6 @@ class LocalHost(Host):
 
     def new_launcher(self) -> Launcher:
         return make_launcher(self.config)
-
-    def execution_policy(self, *, cwd: str, level: str, extra_writable: Sequence[str],
-                         stack: contextlib.ExitStack) -> ExecutionPolicy:
-        return execution_policy(self.config, cwd=cwd, level=level,
-                                extra_writable=extra_writable, stack=stack)
 
     def terminal_backend(self) -> TerminalBackend:
         cfg = self.config.terminal

@@ -7,14 +7,11 @@ connection per remote. It is closed with the registry that owns it.
 
 from __future__ import annotations
 
-import contextlib
 import posixpath
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from execengine.host.base import Host
-from execengine.host.confinement import execution_policy
 from execengine.remote.doctor import Check, check_remote
 from execengine.remote.files import RemoteFiles
 from execengine.remote.launcher import REMOTE_PATH, SshLauncher
@@ -23,7 +20,6 @@ from execengine.remote.terminal import SshBackend
 
 if TYPE_CHECKING:
     from execengine.config import Config
-    from execengine.confine.policy import ExecutionPolicy
     from execengine.terminal.backend import TerminalBackend
 
 
@@ -31,6 +27,7 @@ class SshHost(Host):
     """The connection, the installed runtime and the remote's directories, shared."""
 
     kind = "ssh"
+    local = False
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -57,12 +54,6 @@ class SshHost(Host):
     @property
     def launcher(self) -> SshLauncher:
         return self._launcher
-
-    def execution_policy(self, *, cwd: str, level: str, extra_writable: Sequence[str],
-                         stack: contextlib.ExitStack) -> ExecutionPolicy:
-        # the script and its tools act on the remote: no roots of this machine
-        return execution_policy(self.config, cwd=cwd, level=level,
-                                extra_writable=extra_writable, stack=stack, local=False)
 
     def terminal_backend(self) -> TerminalBackend:
         cfg = self.config.terminal

@@ -45,8 +45,7 @@ from execengine.isolation import cgroups, leftovers
 from execengine.isolation.detect import IsolationReport
 from execengine.isolation.owner import host_umask
 from execengine.isolation.uids import SANDBOX_GID
-from execengine.isolation.warm import Background, WarmEntry, WarmPool
-from execengine.launch.base import Launcher, LaunchSpec, PopenChild
+from execengine.launch.base import Background, Launcher, LaunchSpec, PopenChild, WarmEntry, WarmPool
 from execengine.proctree import RUN_TOKEN_VAR, Mark, ProcessSet
 
 #: how long kill() waits for the main process to be reaped after SIGKILL
@@ -112,6 +111,7 @@ class LocalLauncher(Launcher):
         self._pool = WarmPool(self._prestart, _discard, self._background, warm)
         self._late: frozenset[str] = frozenset()
         self._source = ""
+        self._programs: dict[tuple[Any, ...], bytes] = {}
         self._umask = host_umask()
 
     @classmethod
@@ -162,9 +162,13 @@ class LocalLauncher(Launcher):
         token = secrets.token_hex(16)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PLAN_BUFFER)
-        program = zygote_program(self._source, "main", {
-            "ctl": theirs.fileno(), "argv0": argv0, "env": shared,
-            "ruleset": None, "landlock": None}, argv0)
+        # the same for every interpreter of ``key`` (the plan's socket is named in argv)
+        program = self._programs.get(key)
+        if program is None:
+            if len(self._programs) > 8:  # a caller cycling through environments
+                self._programs.clear()
+            program = self._programs[key] = zygote_program(self._source, "main", {
+                "argv0": argv0, "env": shared, "ruleset": None, "landlock": None}, argv0)
         # its start-up's stdout and stderr: a pipe nobody reads (until the plan's are
         # placed, a write that would block fails), its read end held by the interpreter
         # (close-on-exec here, as every descriptor the host makes: Popen passes them)
@@ -179,7 +183,7 @@ class LocalLauncher(Launcher):
             fds.remove(text_w)
             before = Mark.now()
             proc = subprocess.Popen(
-                [argv0, "-c", ZYGOTE_LOADER, str(text_r)],
+                [argv0, "-c", ZYGOTE_LOADER, str(text_r), str(theirs.fileno())],
                 env={**shared, RUN_TOKEN_VAR: token}, cwd="/",
                 stdin=subprocess.DEVNULL, stdout=stdio, stderr=stdio,
                 start_new_session=True, close_fds=True,

@@ -51,8 +51,15 @@ from execengine.isolation.detect import IsolationReport, detect
 from execengine.isolation.rlimits import PLAN_RLIMITS, Rlimits, tasks_of_uid
 from execengine.isolation.spawner import Spawner
 from execengine.isolation.uids import UidPool, UidSlot
-from execengine.isolation.warm import Background, WarmEntry, WarmPool
-from execengine.launch.base import Child, Launcher, LaunchLimits, LaunchSpec
+from execengine.launch.base import (
+    Background,
+    Child,
+    Launcher,
+    LaunchLimits,
+    LaunchSpec,
+    WarmEntry,
+    WarmPool,
+)
 from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
 from execengine.recent import real_paths
 

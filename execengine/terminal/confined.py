@@ -34,9 +34,8 @@ from execengine.confine.workdir import refuse_home
 from execengine.errors import SandboxError, TerminalError
 from execengine.fileops.paths import PathGuard
 from execengine.launch.base import Launcher, LaunchLimits, LaunchSpec
-from execengine.launch.capture import OutputCapture
 from execengine.launch.factory import make_launcher
-from execengine.launch.supervise import oom_message, supervise
+from execengine.launch.supervise import OutputCapture, oom_message, supervise
 from execengine.rpc.channel import make_socket_dir
 from execengine.terminal.backend import (
     INTERRUPTED_EXIT_CODE,

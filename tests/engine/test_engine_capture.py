@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import os
 
-from execengine.launch.capture import OutputCapture, clean_text, redact, strip_ansi
+from execengine.ansi import strip_ansi
+from execengine.launch.supervise import OutputCapture, clean_text, redact
 
 
 def test_under_limit_is_exact():

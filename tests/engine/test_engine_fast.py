@@ -142,8 +142,7 @@ def test_a_child_that_never_says_hello_is_killed_at_the_deadline(fast):
 def test_the_outcome_records_which_escalation_step_ended_the_child(behaviour, reason,
                                                                     ended_by):
     from execengine.launch.base import LaunchSpec
-    from execengine.launch.capture import OutputCapture
-    from execengine.launch.supervise import supervise
+    from execengine.launch.supervise import OutputCapture, supervise
 
     def script(p):
         if behaviour == "exit":

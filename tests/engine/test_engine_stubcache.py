@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from execengine.engine import staging
-from execengine.engine.staging import Runtime
+from execengine.engine import prepare as staging
+from execengine.engine.prepare import Runtime
 from execengine.engine.stub import render_stub
 
 SCHEMA = {"name": "echo", "description": "Echo.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from execengine.engine.kernel import _Cut
-from execengine.launch.capture import OutputCapture
+from execengine.launch.supervise import OutputCapture
 
 MARK = b"\0execengine-cell-1-abcdef\0"
 

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from execengine.isolation.detect import detect
-from execengine.isolation.warm import Background, WarmEntry, WarmPool
+from execengine.launch.base import Background, WarmEntry, WarmPool
 
 from .test_launchers import LEVELS, spec
 

@@ -24,7 +24,7 @@ import pytest
 from _oldest_python import python38
 from _sandbox_peers import EXEC_ID, TOKEN, FakeHost
 
-from execengine.engine.staging import BOOTSTRAP_ENTRY
+from execengine.engine.prepare import BOOTSTRAP_ENTRY
 from sandbox.bootstrap import ENTRY
 
 REPO = Path(__file__).resolve().parents[2]

@@ -123,7 +123,7 @@ def test_negative_control_the_old_entry_runs_the_planted_bootstrap(tmp_path):
     assert {"RAN-_execengine.bootstrap", "RAN-sitecustomize"} <= set(_marks(work)), was
     for mark in work.glob("RAN-*"):
         mark.unlink()
-    from execengine.engine.staging import BOOTSTRAP_ENTRY, PROJECT_DIR_VAR
+    from execengine.engine.prepare import BOOTSTRAP_ENTRY, PROJECT_DIR_VAR
 
     (work / "helper_mod.py").write_text("VALUE = 42\n")
     script.write_text("import json, helper_mod\nprint(json.dumps(helper_mod.VALUE))\n")
