@@ -268,7 +268,7 @@ class TransportError(SandboxError):
 
 class ProtocolViolation(TransportError):
     """A peer broke ZMTP (bad greeting, framing or size); the server closes only that
-    connection. Raised by :mod:`execengine.rpc.zmtp`, caught by the server's loop."""
+    connection. Raised by :mod:`execengine.rpc.connection`, caught by the server's loop."""
 
 
 class HandshakeError(SandboxError):

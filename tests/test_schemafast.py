@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from execengine.schema import closed, validate_arguments
-from execengine.schemafast import compile_check
+from execengine.schema import closed, compile_check, validate_arguments
 
 NAMES = ["path", "n", "q", "flag", "items", "sub", "\u00fcn\u00ef", ""]
 TYPES = ["string", "integer", "number", "boolean", "null", "array", "object"]

@@ -7,19 +7,24 @@ call's :class:`~execengine.fileops.paths.Scope`; a remote host's backend
 (:class:`execengine.remote.files.RemoteFiles`) sends the same operation, the task's
 working directory and the denied paths to the remote's file server, which runs the same
 code there.
+
+What the tool handlers share lives here too: the call's scope (:func:`scope_of`) and the
+local working folder's availability check.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from execengine.fileops.calls import scope_of
+from execengine.confine.policy import ExecutionPolicy, policy_of
 from execengine.fileops.ops import OPERATIONS, FileSettings, ToolResult
+from execengine.fileops.paths import Scope
+from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
     from execengine.config import Config
     from execengine.context import ToolContext
-
 
 class FileBackend(Protocol):
     """Runs one file operation of a tool call; returns the tool's result."""
@@ -51,3 +56,26 @@ def run_operation(ctx: ToolContext, op: str, args: dict[str, Any]) -> ToolResult
                             search_backend=ctx.call.search_backend,
                             interrupt=ctx.call.interrupt)
     return ctx.services.host.files().run(ctx, op, args, settings)
+
+
+# -- the call's scope ----------------------------------------------------------------------
+
+def scope_of(ctx: ToolContext) -> Scope:
+    """The call's working directory (:func:`task_cwd`), the config's path guard and, for a
+    call under a confining execution policy, its roots. Use it as a context manager."""
+    cwd = task_cwd(ctx)
+    policy = policy_of(ctx)
+    if policy is None and ctx.origin == "agent" and ctx.config.policy.agent_calls == "confined":
+        policy = ExecutionPolicy.for_execution(ctx.config, cwd=cwd, level="none", agent=True)
+    return Scope.for_call(ctx.config, cwd, policy)
+
+
+def local_folder_available(config: Config) -> bool | str:
+    """The working directory of a local host must exist and be readable."""
+    base = config.terminal.cwd
+    folder = os.path.expanduser(base) if base else os.getcwd()
+    if not os.path.isdir(folder):
+        return f"working directory {folder!r} does not exist"
+    if not os.access(folder, os.R_OK | os.X_OK):
+        return f"working directory {folder!r} is not readable"
+    return True

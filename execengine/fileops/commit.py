@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from execengine.errors import FileOpError
-from execengine.fileops.ownership import makedirs
+from execengine.fileops.paths import makedirs
 from execengine.fileops.textio import atomic_write, real_target, settle, where_is
 
 

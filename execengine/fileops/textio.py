@@ -18,7 +18,7 @@ from typing import IO
 
 from execengine.confine.files import is_anchored, open_binary
 from execengine.errors import FileOpError
-from execengine.fileops.ownership import adopt_fd, makedirs
+from execengine.fileops.paths import adopt_fd, makedirs
 from execengine.isolation.owner import host_umask
 
 #: how much of a file :func:`looks_binary` inspects

@@ -9,8 +9,7 @@ import threading
 from collections.abc import Callable
 
 from execengine.config import Config
-from execengine.fileops.backend import FileBackend, LocalFiles
-from execengine.fileops.calls import local_folder_available
+from execengine.fileops.backend import FileBackend, LocalFiles, local_folder_available
 from execengine.host.base import Host
 from execengine.launch.base import Launcher
 from execengine.launch.factory import make_launcher

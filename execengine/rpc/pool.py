@@ -46,7 +46,8 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._busy = 0  # jobs handed to a worker and not finished
         self._running: dict[int, PoolJob] = {}  # thread ident -> its job
-        self._backlog: deque[tuple[float, PoolJob]] = deque()
+        #: the jobs waiting for a worker, with their deadlines (read it, do not change it)
+        self.backlog: deque[tuple[float, PoolJob]] = deque()
         self._closed = False
 
     def submit(self, job: PoolJob) -> bool:
@@ -72,7 +73,7 @@ class WorkerPool:
                     return True
             if self._held_by_abandoned():
                 return False
-            self._backlog.append((time.monotonic() + self.max_wait, job))
+            self.backlog.append((time.monotonic() + self.max_wait, job))
             return True
 
     def _held_by_abandoned(self) -> bool:
@@ -86,14 +87,14 @@ class WorkerPool:
         now = time.monotonic() if now is None else now
         out: list[PoolJob] = []
         with self._lock:
-            hopeless = bool(self._backlog) and self._held_by_abandoned()
-            while self._backlog and (hopeless or self._backlog[0][0] <= now):
-                out.append(self._backlog.popleft()[1])
+            hopeless = bool(self.backlog) and self._held_by_abandoned()
+            while self.backlog and (hopeless or self.backlog[0][0] <= now):
+                out.append(self.backlog.popleft()[1])
             # abandoned jobs that never started are dropped as well
-            if self._backlog and any(_abandoned(j) for _, j in self._backlog):
-                keep = deque((d, j) for d, j in self._backlog if not _abandoned(j))
-                out.extend(j for _, j in self._backlog if _abandoned(j))
-                self._backlog = keep
+            if self.backlog and any(_abandoned(j) for _, j in self.backlog):
+                keep = deque((d, j) for d, j in self.backlog if not _abandoned(j))
+                out.extend(j for _, j in self.backlog if _abandoned(j))
+                self.backlog = keep
         return out
 
     def _grow(self) -> None:
@@ -115,8 +116,8 @@ class WorkerPool:
                 log.exception("tool worker job failed")
             with self._lock:
                 del self._running[me]
-                if self._backlog and not self._closed:
-                    job = self._backlog.popleft()[1]
+                if self.backlog and not self._closed:
+                    job = self.backlog.popleft()[1]
                     continue
                 self._busy -= 1
             job = self._jobs.get()
@@ -125,12 +126,12 @@ class WorkerPool:
     def busy(self) -> int:
         """Jobs running or queued."""
         with self._lock:
-            return self._busy + len(self._backlog)
+            return self._busy + len(self.backlog)
 
     @property
     def queued(self) -> int:
         with self._lock:
-            return len(self._backlog)
+            return len(self.backlog)
 
     @property
     def size(self) -> int:
@@ -145,8 +146,8 @@ class WorkerPool:
                 return []
             self._closed = True
             threads = list(self._threads)
-            left = [j for _, j in self._backlog]
-            self._backlog.clear()
+            left = [j for _, j in self.backlog]
+            self.backlog.clear()
         for _ in threads:
             self._jobs.put(None)
         for t in threads:

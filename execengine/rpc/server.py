@@ -2,7 +2,7 @@
 
 Every execution gets its own listening Unix socket at ``<private dir>/rpc.sock``
 (:class:`~execengine.rpc.channel.Channel`); the host speaks ZMTP 3.x as a ``ROUTER``
-(:mod:`.zmtp`) on every connection it accepts. One loop thread accepts and reads; tool calls
+(:mod:`.connection`) on every connection it accepts. One loop thread accepts and reads; tool calls
 run in a :class:`~execengine.rpc.pool.WorkerPool`, and a worker writes its call's reply
 itself (:class:`~execengine.rpc.connection.Connection`): one thread hop per call.
 
@@ -85,11 +85,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from execengine._resources import usable_cpus
-from execengine.errors import TransportError
-from execengine.rpc import protocol, zmtp
+from execengine.errors import ProtocolViolation, TransportError
+from execengine.rpc import protocol
 from execengine.rpc.budget import COUNTED, ByteBudget
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
-from execengine.rpc.connection import READ_CHUNK, Connection
+from execengine.rpc.connection import GREETING, READ_CHUNK, Connection, Message, command, ready
 from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
 log = logging.getLogger(__name__)
@@ -528,7 +528,8 @@ class RpcServer:
                 self._housekeeping(now)
 
     def _housekeeping(self, now: float) -> None:
-        for job in self._pool.expired(now):
+        # (an idle tick takes no lock: nothing waits for a worker)
+        for job in self._pool.expired(now) if self._pool.backlog else ():
             if isinstance(job, _CallJob):
                 job.refuse(waited_message(self._pool.max_wait))
                 self._submit(job.channel.next_job())  # type: ignore[arg-type]
@@ -552,7 +553,7 @@ class RpcServer:
 
     def _guarded_message(self, conn: Connection, parts: tuple[bytes, ...]) -> None:
         try:
-            self._message(conn, zmtp.Message(parts=parts))
+            self._message(conn, Message(parts=parts))
         except Exception:
             log.exception("serving a peer of %s failed; dropped it", conn.channel.exec_id)
             self._drop(conn)
@@ -597,7 +598,7 @@ class RpcServer:
                 except OSError:
                     sock.close()
                     continue
-            conn.send(zmtp.GREETING + zmtp.ready())
+            conn.send(GREETING + ready())
 
     def _pause(self, listener: _Listener, exc: OSError) -> None:
         # under listener.lock
@@ -631,7 +632,7 @@ class RpcServer:
         """Serve one connection; whatever goes wrong with it stays with it."""
         try:
             self._serve(conn, mask)
-        except zmtp.ProtocolViolation as exc:
+        except ProtocolViolation as exc:
             log.debug("peer of %s dropped: %s", conn.channel.exec_id, exc)
             self._drop(conn)
         except Exception:
@@ -679,10 +680,10 @@ class RpcServer:
         finally:
             messages.close()
 
-    def _message(self, conn: Connection, msg: zmtp.Message) -> None:
+    def _message(self, conn: Connection, msg: Message) -> None:
         if msg.command:
             if msg.command == b"PING":
-                conn.send(zmtp.command(b"PONG", msg.data[2:18]))
+                conn.send(command(b"PONG", msg.data[2:18]))
             elif msg.command == b"ERROR":
                 self._drop(conn)
             return  # other commands are ignored (RFC 37)

@@ -117,7 +117,7 @@ def test_messages_dribbled_over_many_connections_at_once_reach_each_its_own(serv
     executions send their hello and 30 calls (some past a short frame's 255 bytes) in
     pieces of 1-9 bytes, taking turns; each execution gets exactly its own replies (in any
     order: an execution's calls run concurrently)."""
-    from execengine.rpc import zmtp as host_zmtp
+    from execengine.rpc import connection as host_zmtp
 
     rng = random.Random(7)
     with contextlib.ExitStack() as stack:

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
+from execengine.rpc import connection as zmtp
 from execengine.rpc import server as rpc_server
-from execengine.rpc import zmtp
 
 
 def _thread_of(peer, call_id: str, tool: str, args: dict | None = None) -> str:

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from execengine.rpc import zmtp
+from execengine.rpc import connection as zmtp
 
 READY = zmtp.command(b"READY", b"\x0bSocket-Type" + struct.pack("!I", 6) + b"DEALER")
 

@@ -222,7 +222,7 @@ def test_a_file_read_whole_gives_what_the_streaming_reader_gives(tmp_path, monke
     # files up to 1 MB are read at once, larger ones streamed line by line: for every
     # content and window both must give the same result (or the same error)
     from execengine.errors import FileOpError
-    from execengine.fileops import reading
+    from execengine.fileops import ops as reading
 
     def result(path: Path, offset: int, limit: int, max_chars: int) -> object:
         try:
