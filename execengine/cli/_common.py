@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from execengine._text import table as table
@@ -40,3 +44,18 @@ def require_extra(extra: str, modules: tuple[str, ...], *, what: str,
 def print_json(value: Any) -> None:
     json.dump(value, sys.stdout, indent=2, ensure_ascii=False, default=str)
     sys.stdout.write("\n")
+
+
+@contextlib.contextmanager
+def on_sigint(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """``handler`` answers SIGINT (Ctrl-C) while the block runs, instead of a
+    KeyboardInterrupt raised wherever the main thread is. Only the main thread gets
+    signals: elsewhere there is nothing to install, and the block just runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -6,14 +6,12 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from execengine.batch import Executor, LocalExecutor, RayExecutor, run_batch
-from execengine.cli._common import config_from
+from execengine.cli._common import config_from, on_sigint
 from execengine.errors import ConfigError
 
 
@@ -78,12 +76,8 @@ def run(args: argparse.Namespace) -> int:
     return 130 if summary.stopped else 0
 
 
-@contextlib.contextmanager
-def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
+def _stop_on_sigint(stop: threading.Event) -> contextlib.AbstractContextManager[None]:
     """The first Ctrl-C sets ``stop`` (finish cleanly); the second raises KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum: int, frame: Any) -> None:
         if stop.is_set():
@@ -92,8 +86,4 @@ def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
         print("\nexecengine: stopping (results so far are kept; Ctrl-C again to abort)",
               file=sys.stderr)
 
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    return on_sigint(handler)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 from execengine._text import plural
-from execengine.cli._common import config_from, print_json, registry_from
+from execengine.cli._common import config_from, on_sigint, print_json, registry_from
 from execengine.engine import Engine, ExecutionResult
 from execengine.engine.result import STDERR_HEADER
 from execengine.errors import ConfigError
@@ -133,7 +130,7 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
             done.set()
 
     t = threading.Thread(target=work, name="execengine-run")
-    with _stop_on_sigint(stop):
+    with on_sigint(lambda signum, frame: stop.set()):
         t.start()
         done.wait()
     t.join()
@@ -141,20 +138,6 @@ def _run_interruptibly(engine: Engine, code: str, toolsets: list[str] | None,
         raise box["error"]
     result: ExecutionResult = box["result"]
     return result
-
-
-@contextlib.contextmanager
-def _stop_on_sigint(stop: threading.Event) -> Iterator[None]:
-    """SIGINT sets ``stop`` while the block runs (in the main thread; elsewhere Python
-    delivers no signal, so there is nothing to catch)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _print_human(result: ExecutionResult) -> None:

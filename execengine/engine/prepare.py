@@ -102,7 +102,6 @@ class Staging:
         self.close()
 
 
-
 #: stub directories kept per runtime (least recently used beyond this are removed)
 MAX_STUBS = 64
 
@@ -130,10 +129,7 @@ class Runtime:
                     shutil.copytree(sandbox_dir(), target,
                                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
                     compileall.compile_dir(target, quiet=1)
-                    for root, _dirs, files in os.walk(path):
-                        os.chmod(root, 0o755)
-                        for name in files:
-                            os.chmod(os.path.join(root, name), 0o644)
+                    _readable_by_all(path)
                 except BaseException:
                     shutil.rmtree(path, ignore_errors=True)
                     raise
@@ -178,10 +174,7 @@ class Runtime:
                 with open(target, "w", encoding="utf-8", errors="surrogatepass") as f:
                     f.write(source)
                 py_compile.compile(target, doraise=True)
-                for dirpath, _dirs, files in os.walk(tmp):
-                    os.chmod(dirpath, 0o755)
-                    for name in files:
-                        os.chmod(os.path.join(dirpath, name), 0o644)
+                _readable_by_all(tmp)
                 os.rename(tmp, path)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -196,6 +189,14 @@ class Runtime:
         if path is not None:
             shutil.rmtree(path, ignore_errors=True)
 
+
+
+def _readable_by_all(tree: str) -> None:
+    """Folders 0755 and files 0644 under ``tree``: a child of any uid reads, none writes."""
+    for folder, _dirs, files in os.walk(tree):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
 
 @dataclass(frozen=True)
 class Launched:

@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -233,8 +235,6 @@ class Launcher(abc.ABC):
 
 
 # -- work kept off the critical path -----------------------------------------------------
-
-log = logging.getLogger(__name__)
 
 
 class Background:
