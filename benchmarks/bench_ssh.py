@@ -88,7 +88,7 @@ def measure(overrides: dict[str, object], *, reps: int, calls: int) -> list[Figu
         printed, bare = interleaved(reps, hi, lambda: timed(
             lambda: host.connection.check(bare_cmd)))
 
-        files = host.files()
+        files = host.files
         path = f"{host.home()}/bench.txt"
         host.connection.check(f"printf 'a\\nb\\n' > {quote([path])}")
         from execengine.fileops.ops import FileSettings

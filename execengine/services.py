@@ -2,9 +2,11 @@
 
 One :class:`Services` per :class:`~execengine.registry.ToolRegistry` (``registry.services``,
 ``ctx.services`` in a handler). Each member is typed and made on first use from the
-registry's configuration; ``close()`` closes them in reverse order of creation (background
-processes and MCP servers first, the host's connection last). Pass ``host=`` to run a
-registry on a host of your own (a :class:`~execengine.host.fake.FakeHost` in tests).
+registry's configuration, then read as a plain attribute (no lock: the tools read the host
+and the task directories on every call); ``close()`` closes them in reverse order of
+creation (background processes and MCP servers first, the host's connection last). Pass
+``host=`` to run a registry on a host of your own (a :class:`~execengine.host.fake.FakeHost`
+in tests).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from execengine.approval.gate import ApprovalState
@@ -29,6 +32,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+#: the members made on first use (kept as attributes: see :meth:`Services.close`)
+MEMBERS = ("host", "workdirs", "terminal", "approvals", "web_spill")
 
 
 class Services:
@@ -56,25 +63,25 @@ class Services:
             made: T = self._made[name]
             return made
 
-    @property
+    @cached_property
     def host(self) -> Host:
         """Where executions, commands and file operations run (see :mod:`execengine.host`)."""
         return self._get("host", lambda: make_host(self.config))
 
-    @property
+    @cached_property
     def workdirs(self) -> TaskDirs:
         return self._get("workdirs", lambda: TaskDirs(self.host.task_dirs_start()))
 
-    @property
+    @cached_property
     def terminal(self) -> TerminalService:
         return self._get("terminal", lambda: TerminalService(
             self.config, self.host.terminal_backend, self.workdirs, self._passthrough))
 
-    @property
+    @cached_property
     def approvals(self) -> ApprovalState:
         return self._get("approvals", ApprovalState)
 
-    @property
+    @cached_property
     def web_spill(self) -> SpillStore:
         return self._get("web_spill", SpillStore)
 
@@ -99,6 +106,8 @@ class Services:
                 return
             self._closed = True
             made, self._made = list(self._made.values()), {}
+            for name in MEMBERS:  # read again: "registry is closed"
+                self.__dict__.pop(name, None)
             mcp, self.mcp = self.mcp, None
         for svc in [*([mcp] if mcp is not None else []), *reversed(made)]:
             closer = getattr(svc, "close", None)

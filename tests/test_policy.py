@@ -16,7 +16,7 @@ import pytest
 
 from execengine import Config, Engine, ToolRegistry
 from execengine.context import CallContext
-from execengine.engine.allowed import allowed_tools, function_schemas, script_call_handler
+from execengine.engine.plan import allowed_tools, function_schemas, script_call_handler
 from execengine.errors import ToolError
 from execengine.launch.local import LocalLauncher
 from execengine.policy import ToolPolicy

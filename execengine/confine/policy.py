@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from execengine.confine.beneath import is_beneath
 from execengine.isolation.detect import detect
 from execengine.isolation.owner import owned_roots
-from execengine.recent import recent, where
+from execengine.workdirs import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -208,7 +208,7 @@ def _real(paths: Iterable[str]) -> tuple[str, ...]:
 
 def _real_fixed(paths: tuple[str, ...]) -> tuple[str, ...]:
     """:func:`_real` of a list of the configuration (the same every execution), as of at
-    most a second ago (see :mod:`.recent`)."""
+    most a second ago (see :func:`execengine.workdirs.recent`)."""
     return recent(("policy", paths, where()), lambda: _real(paths))
 
 

@@ -18,7 +18,7 @@ import os
 import pwd
 
 from execengine.confine.beneath import is_beneath
-from execengine.recent import recent
+from execengine.workdirs import recent
 
 #: what marks a folder as a home: files a login shell, ssh or git run or trust later
 HOME_FILES = (

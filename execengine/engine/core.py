@@ -21,10 +21,9 @@ from typing import Any
 from execengine.config import Config
 from execengine.context import CallContext
 from execengine.engine import spill, tool
-from execengine.engine.allowed import allowed_tools
 from execengine.engine.exiting import close_at_exit
 from execengine.engine.oneshot import run_once
-from execengine.engine.plan import ExecutionPlan, Templates, make_plan
+from execengine.engine.plan import ExecutionPlan, Templates, allowed_tools, make_plan
 from execengine.engine.prepare import RUNTIME_PREFIX, STAGING_PREFIX, Runtime
 from execengine.engine.result import ExecutionResult, no_code_result
 from execengine.engine.sessions import SessionManager

@@ -15,8 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from execengine.engine.allowed import script_call_handler
-from execengine.engine.plan import ExecutionPlan
+from execengine.engine.plan import ExecutionPlan, script_call_handler
 from execengine.engine.prepare import (
     BOOTSTRAP_ENTRY,
     SCRIPT_NAME_VAR,

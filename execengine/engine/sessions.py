@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING
 
 from execengine._runtime import entry_program
 from execengine.confine.policy import ExecutionPolicy
-from execengine.engine.allowed import script_call_handler
 from execengine.engine.kernel import EXIT_WAIT, CellOutcome, KernelProcess
-from execengine.engine.plan import ExecutionPlan
+from execengine.engine.plan import ExecutionPlan, script_call_handler
 from execengine.engine.prepare import Staging, launch_child, script_context
 from execengine.engine.result import (
     INTERRUPTED,

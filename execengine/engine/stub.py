@@ -2,7 +2,7 @@
 
 The schemas are the same the registry serves to the model (one source of truth), less the
 parameters a tool's policy hides from scripts (removed by
-:func:`execengine.engine.allowed.function_schemas`). Every
+:func:`execengine.engine.plan.function_schemas`). Every
 value that reaches the generated source goes through :func:`repr` or is checked to be an
 identifier, so a tool description or default cannot inject code. The template
 (``stubs/hermes_tools.py.j2``) stays thin; the transport lives in ``sandbox/``.

@@ -23,7 +23,7 @@ from execengine._text import plural
 from execengine.approval.gate import persist_approvals
 from execengine.approval.script import ScriptScope, ScriptVerdict, check_script
 from execengine.context import ToolContext
-from execengine.engine.allowed import allowed_tools
+from execengine.engine.plan import allowed_tools
 from execengine.engine.result import (
     NO_CODE,
     ExecutionResult,

@@ -1,4 +1,5 @@
-"""Where a path argument points, and whether a file tool may touch it.
+"""The file tools' arguments: each checked (:func:`string_arg`, :func:`int_arg`), where a
+path argument points, and whether a file tool may touch it.
 
 Relative paths resolve against the task's working directory (:func:`execengine.workdirs.
 task_cwd`). :class:`PathGuard` refuses the sensitive locations of ``files.denied_paths`` and
@@ -8,7 +9,7 @@ named directly in the list are also recognised by inode, which catches hard link
 
 Building a guard resolves every denied path (18 of them by default: about 0.8 ms here, half
 of a small ``read_file``), and every file tool call needs one: :meth:`PathGuard.from_config`
-reuses a guard built from the same list for a second (:data:`execengine.recent.
+reuses a guard built from the same list for a second (:data:`execengine.workdirs.
 TTL`), so what it resolved is at most that old.
 
 What a file tool creates belongs to the owner of the folder it works in.
@@ -32,11 +33,11 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from execengine.confine.files import FileConfinement
 from execengine.errors import FileOpError
-from execengine.recent import recent, where
+from execengine.workdirs import recent, where
 
 if TYPE_CHECKING:
     from execengine.config import Config
@@ -45,6 +46,31 @@ if TYPE_CHECKING:
 #: actions that change the file system (their paths are anchored under a confinement)
 WRITE_ACTIONS = frozenset({"writing", "patching"})
 
+
+# -- the tools' arguments (a missing or mistyped one is a FileOpError) --------------------
+
+def string_arg(args: dict[str, Any], name: str, *, required: bool = True) -> str:
+    value = args.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        got = "nothing" if value is None else type(value).__name__
+        raise FileOpError(f"{name} must be a string, got {got}")
+    return value
+
+
+def int_arg(args: dict[str, Any], name: str, default: int, *, minimum: int = 0) -> int:
+    value = args.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FileOpError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise FileOpError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+# -- where a path points -------------------------------------------------------------------
 
 def resolve_path(raw: str, cwd: str) -> Path:
     """An absolute, normalised path (``~`` expanded; symlinks kept, for display)."""

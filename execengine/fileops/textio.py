@@ -1,4 +1,4 @@
-"""Bytes on disk: binary detection, reading text, atomic writes.
+"""Bytes on disk: reading a whole text (the editing tools), atomic writes.
 
 :func:`atomic_write` never leaves a half-written file: the data goes to a temporary file in
 the same directory, is flushed and fsynced, gets the old file's mode (and owner, when we may
@@ -19,32 +19,8 @@ from typing import IO
 from execengine.confine.files import is_anchored, open_binary
 from execengine.errors import FileOpError
 from execengine.fileops.paths import adopt_fd, makedirs
+from execengine.fileops.reading import SNIFF_BYTES, looks_binary
 from execengine.isolation.owner import host_umask
-
-#: how much of a file :func:`looks_binary` inspects
-SNIFF_BYTES = 8192
-_TEXT_CONTROL = {7, 8, 9, 10, 12, 13, 27}
-#: every byte but the control bytes that are not text; and every byte but those and the
-#: bytes of 0x80 and above: what ``bytes.translate`` deletes to count the rest, in C
-_KEEP_CONTROL = bytes(b for b in range(256) if b >= 32 or b in _TEXT_CONTROL)
-_KEEP_CONTROL_OR_HIGH = bytes(b for b in range(32, 128)) + bytes(sorted(_TEXT_CONTROL))
-
-
-def looks_binary(sample: bytes) -> bool:
-    """True for data that is not text: a NUL byte, or mostly control bytes / invalid UTF-8."""
-    if not sample:
-        return False
-    if b"\x00" in sample:
-        return True
-    try:
-        sample.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # a multi-byte character cut at the end of the sample is still text
-        if exc.start < len(sample) - 4:
-            odd = len(sample.translate(None, _KEEP_CONTROL_OR_HIGH))  # >= 0x80, or control
-            return odd / len(sample) > 0.30
-    odd = len(sample.translate(None, _KEEP_CONTROL))
-    return odd / len(sample) > 0.10
 
 
 def read_text(path: Path, what: str = "read", *, strict: bool = False) -> str:

@@ -4,6 +4,13 @@ One :class:`Host` per registry (see :mod:`execengine.host`). The engine asks it 
 launcher and for each execution's policy; the terminal and file tools ask it for their
 backends; the task directories start at its default working directory. A host is closed
 with the registry that owns it.
+
+The file tools' seam is here too. A file tool's handler is :func:`run_operation` bound to
+its name; it hands the operation to the host's :class:`FileBackend`: :class:`LocalFiles`
+runs the operation of :mod:`execengine.fileops.ops` in this process, on the call's
+:class:`~execengine.fileops.paths.Scope` (:func:`scope_of`); a remote host's backend
+(:class:`execengine.remote.files.RemoteFiles`) sends the same operation, the task's working
+directory and the denied paths to the remote's file server, which runs the same code there.
 """
 
 from __future__ import annotations
@@ -11,15 +18,17 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from execengine.confine.policy import ExecutionPolicy
-from execengine.fileops.paths import PathGuard
+from execengine.confine.policy import ExecutionPolicy, policy_of
+from execengine.fileops.ops import OPERATIONS, FileSettings, ToolResult
+from execengine.fileops.paths import PathGuard, Scope
 from execengine.host.confinement import CONFINING_LEVELS, check_workdir, start_proxy
+from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
     from execengine.config import Config
-    from execengine.fileops.backend import FileBackend
+    from execengine.context import ToolContext
     from execengine.launch.base import Launcher
     from execengine.remote.doctor import Check
     from execengine.terminal.backend import TerminalBackend
@@ -34,6 +43,9 @@ class Host(ABC):
     #: whether scripts and their tools act on this machine (False: on another, which has
     #: none of this one's roots and no sandbox layers of ours, see docs/remote.md)
     local: ClassVar[bool] = True
+
+    #: the file tools' backend (shared; closed with the host): each host sets it
+    files: FileBackend
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -87,10 +99,6 @@ class Host(ABC):
         """A new terminal backend (the terminal service owns and closes it)."""
 
     @abstractmethod
-    def files(self) -> FileBackend:
-        """The file tools' backend (shared; closed with the host)."""
-
-    @abstractmethod
     def default_cwd(self) -> str:
         """Where a new task's working directory starts."""
 
@@ -128,3 +136,41 @@ class Host(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# -- the file tools' backend -----------------------------------------------------------------
+
+class FileBackend(Protocol):
+    """Runs one file operation of a tool call; returns the tool's result."""
+
+    def run(self, ctx: ToolContext, op: str, args: dict[str, Any],
+            settings: FileSettings) -> ToolResult: ...
+
+
+class LocalFiles:
+    """Operations in this process, within the call's scope (its policy's roots)."""
+
+    def run(self, ctx: ToolContext, op: str, args: dict[str, Any],
+            settings: FileSettings) -> ToolResult:
+        with scope_of(ctx) as scope:
+            return OPERATIONS[op](scope, args, settings)
+
+
+def run_operation(op: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Run file operation ``op`` (a tool name of :data:`OPERATIONS`) for this call on the
+    registry's host. A file tool's handler is this bound to its name
+    (``functools.partial(run_operation, "read_file")``)."""
+    settings = FileSettings(max_read_chars=ctx.config.files.max_read_chars,
+                            search_backend=ctx.call.search_backend,
+                            interrupt=ctx.call.interrupt)
+    return ctx.services.host.files.run(ctx, op, args, settings)
+
+
+def scope_of(ctx: ToolContext) -> Scope:
+    """The call's working directory (:func:`task_cwd`), the config's path guard and, for a
+    call under a confining execution policy, its roots. Use it as a context manager."""
+    cwd = task_cwd(ctx)
+    policy = policy_of(ctx)
+    if policy is None and ctx.origin == "agent" and ctx.config.policy.agent_calls == "confined":
+        policy = ExecutionPolicy.for_execution(ctx.config, cwd=cwd, level="none", agent=True)
+    return Scope.for_call(ctx.config, cwd, policy)

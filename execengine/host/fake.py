@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 
 from execengine.config import Config
 from execengine.confine.policy import ExecutionPolicy
-from execengine.fileops.backend import FileBackend, LocalFiles
-from execengine.host.base import Host
+from execengine.host.base import Host, LocalFiles
 from execengine.launch.base import Launcher
 from execengine.terminal.backend import TerminalBackend
 from execengine.terminal.fake import FakeBackend
@@ -33,7 +32,7 @@ class FakeHost(Host):
         self._launcher = launcher
         self._terminal = terminal
         self.cwd = os.path.abspath(cwd)
-        self._files = LocalFiles()
+        self.files = LocalFiles()
         #: the policies it made, newest last (what a test may look at)
         self.policies: list[ExecutionPolicy] = []
 
@@ -49,9 +48,6 @@ class FakeHost(Host):
 
     def terminal_backend(self) -> TerminalBackend:
         return self._terminal()
-
-    def files(self) -> FileBackend:
-        return self._files
 
     def default_cwd(self) -> str:
         return self.cwd

@@ -9,8 +9,7 @@ import threading
 from collections.abc import Callable
 
 from execengine.config import Config
-from execengine.fileops.backend import FileBackend, LocalFiles, local_folder_available
-from execengine.host.base import Host
+from execengine.host.base import Host, LocalFiles
 from execengine.launch.base import Launcher
 from execengine.launch.factory import make_launcher
 from execengine.terminal.backend import TerminalBackend
@@ -26,7 +25,7 @@ class LocalHost(Host):
     def __init__(self, config: Config) -> None:
         super().__init__(config)
         self._lock = threading.Lock()
-        self._files = LocalFiles()
+        self.files = LocalFiles()
         self._sandbox: AgentSandbox | None = None
         self._closed = False
 
@@ -40,7 +39,13 @@ class LocalHost(Host):
 
     @classmethod
     def files_available(cls, config: Config) -> bool | str:
-        return local_folder_available(config)
+        base = config.terminal.cwd
+        folder = os.path.expanduser(base) if base else os.getcwd()
+        if not os.path.isdir(folder):
+            return f"working directory {folder!r} does not exist"
+        if not os.access(folder, os.R_OK | os.X_OK):
+            return f"working directory {folder!r} is not readable"
+        return True
 
     def new_launcher(self) -> Launcher:
         return make_launcher(self.config)
@@ -49,9 +54,6 @@ class LocalHost(Host):
         cfg = self.config.terminal
         return LocalBackend(kill_grace=cfg.kill_grace, buffer_chars=cfg.background_buffer_chars,
                             max_background=cfg.max_background)
-
-    def files(self) -> FileBackend:
-        return self._files
 
     def default_cwd(self) -> str:
         base = self.config.terminal.cwd

@@ -38,7 +38,8 @@ class SshHost(Host):
                                      owns_connection=False)
         self._lock = threading.Lock()
         self._home: str | None = None
-        self._files: RemoteFiles | None = None
+        #: the file tools' channel, started on first use
+        self.files: RemoteFiles = RemoteFiles(self)
 
     # -- Host ------------------------------------------------------------------------------
 
@@ -60,13 +61,6 @@ class SshHost(Host):
         return SshBackend(self, kill_grace=cfg.kill_grace,
                           buffer_chars=cfg.background_buffer_chars,
                           max_background=cfg.max_background)
-
-    def files(self) -> RemoteFiles:
-        """The file tools' channel, started on first use."""
-        with self._lock:
-            if self._files is None:
-                self._files = RemoteFiles(self)
-            return self._files
 
     def default_cwd(self) -> str:
         """The remote working directory of new tasks: ``ssh.cwd`` or the remote home."""
@@ -107,7 +101,5 @@ class SshHost(Host):
         return True  # the connection
 
     def close(self) -> None:
-        files, self._files = self._files, None
-        if files is not None:
-            files.close()
+        self.files.close()
         self.connection.close()

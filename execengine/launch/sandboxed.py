@@ -61,7 +61,7 @@ from execengine.launch.base import (
     WarmPool,
 )
 from execengine.proctree import RUN_TOKEN_VAR, ProcessSet
-from execengine.recent import real_paths
+from execengine.workdirs import real_paths
 
 if TYPE_CHECKING:
     from typing_extensions import Self

@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execengine.fileops.backend import denied_paths
 from execengine.fileops.ops import FileSettings, ToolResult
 from execengine.proctree import ProcessSet
 from execengine.remote.launcher import INSTALL_SCRIPT, REMOTE_PATH
@@ -40,6 +39,7 @@ from execengine.remote.ssh import RemoteError, quote
 from execengine.workdirs import task_cwd
 
 if TYPE_CHECKING:
+    from execengine.config import Config
     from execengine.context import ToolContext
     from execengine.host.ssh import SshHost
 
@@ -147,8 +147,16 @@ def server_entry(bundle: str) -> str:
             f"from {SERVER_MODULE} import main\nsys.exit(main())\n")
 
 
+def denied_paths(config: Config) -> list[str]:
+    """The denied paths as configured (the remote resolves ``~`` to its own user's home)."""
+    denied = list(config.files.denied_paths)
+    if config.source:
+        denied.append(config.source)
+    return denied
+
+
 class RemoteFiles:
-    """The file backend of one remote (see :class:`execengine.fileops.backend.FileBackend`)."""
+    """The file backend of one remote (see :class:`execengine.host.base.FileBackend`)."""
 
     def __init__(self, host: SshHost) -> None:
         self.host = host

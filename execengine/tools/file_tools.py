@@ -7,26 +7,14 @@ scripts calling through ``hermes_tools`` get a value, not an exception.
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
-from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
-from execengine.fileops.backend import run_operation
+from execengine.host.base import run_operation
 from execengine.host.factory import files_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
-
-ToolResult = dict[str, Any]
-
-
-def read_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return run_operation(ctx, "read_file", args)
-
-
-def write_file(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    return run_operation(ctx, "write_file", args)
-
 
 READ_SCHEMA = {
     "description": "Read a text file with line numbers (each line as 'N|text'). Reads "
@@ -66,7 +54,8 @@ WRITE_SCHEMA = {
 READER = ToolPolicy(script_callable=True, read_only=True, parallel_safe=True)
 WRITER = ToolPolicy(script_callable=True, parallel_safe=True)
 
-specs.register("read_file", "file", READ_SCHEMA, read_file, check_fn=files_available,
-               emoji="📖", max_result_size_chars=120_000, policy=READER)
-specs.register("write_file", "file", WRITE_SCHEMA, write_file, check_fn=files_available,
-               emoji="✍️", policy=WRITER)
+# each tool's handler is its file operation, run on the registry's host
+specs.register("read_file", "file", READ_SCHEMA, partial(run_operation, "read_file"),
+               check_fn=files_available, emoji="📖", max_result_size_chars=120_000, policy=READER)
+specs.register("write_file", "file", WRITE_SCHEMA, partial(run_operation, "write_file"),
+               check_fn=files_available, emoji="✍️", policy=WRITER)

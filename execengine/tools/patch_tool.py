@@ -8,23 +8,17 @@ or nothing (see :mod:`execengine.fileops.patching`). Both return ``{"success": T
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
-from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
-from execengine.fileops.backend import run_operation
 from execengine.fileops.ops import PATCH_MODES
+from execengine.host.base import run_operation
 from execengine.host.factory import files_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
 
 MODES = PATCH_MODES
-
-
-def patch(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return run_operation(ctx, "patch", args)
-
 
 PATCH_SCHEMA = {
     "description": "Edit files. mode='replace' (default): replace old_string with new_string "
@@ -50,5 +44,6 @@ PATCH_SCHEMA = {
     },
 }
 
-specs.register("patch", "file", PATCH_SCHEMA, patch, check_fn=files_available, emoji="🩹",
+specs.register("patch", "file", PATCH_SCHEMA, partial(run_operation, "patch"),
+               check_fn=files_available, emoji="🩹",
                policy=ToolPolicy(script_callable=True, parallel_safe=True))

@@ -6,21 +6,16 @@ give the same results (see :mod:`execengine.fileops.search`).
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
 from execengine.config import Config
-from execengine.context import ToolContext
 from execengine.discovery import ToolSpecs
-from execengine.fileops.backend import run_operation
 from execengine.fileops.search.query import OUTPUT_MODES, TARGETS
+from execengine.host.base import run_operation
 from execengine.host.factory import files_available
 from execengine.policy import ToolPolicy
 
 specs = ToolSpecs()
-
-
-def search_files(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    return run_operation(ctx, "search_files", args)
 
 
 def search_available(config: Config) -> bool | str:
@@ -56,6 +51,7 @@ SEARCH_SCHEMA = {
     },
 }
 
-specs.register("search_files", "file", SEARCH_SCHEMA, search_files, check_fn=search_available,
+specs.register("search_files", "file", SEARCH_SCHEMA, partial(run_operation, "search_files"),
+               check_fn=search_available,
                emoji="🔍", max_result_size_chars=100_000,
                policy=ToolPolicy(script_callable=True, read_only=True, parallel_safe=True))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from execengine.config import Config
 from execengine.confine.policy import ExecutionPolicy, _submodules
-from execengine.recent import forget
+from execengine.workdirs import forget
 
 
 def _module(gitdir, worktree):

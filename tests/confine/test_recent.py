@@ -1,4 +1,4 @@
-"""What the host resolves per execution is reused for recent.TTL seconds, then resolved
+"""What the host resolves per execution is reused for workdirs.TTL seconds, then resolved
 anew: the file tools' guard and the launcher's path lists."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from execengine import recent
+from execengine import workdirs
 from execengine.config import Config
 from execengine.fileops.paths import PathGuard
 
@@ -19,10 +19,10 @@ LONG = 3600.0
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch):
-    recent.forget()
-    monkeypatch.setattr(recent, "TTL", LONG)
+    workdirs.forget()
+    monkeypatch.setattr(workdirs, "TTL", LONG)
     yield
-    recent.forget()
+    workdirs.forget()
 
 
 def _config(denied: list[str]) -> Config:
@@ -45,7 +45,7 @@ def test_after_the_ttl_a_guard_resolves_the_denied_paths_anew(tmp_path, monkeypa
     secret.write_text("key")
     os.link(secret, tmp_path / "link")
     assert before.reason(tmp_path / "link") is None  # built before the file existed
-    monkeypatch.setattr(recent, "TTL", 0.0)
+    monkeypatch.setattr(workdirs, "TTL", 0.0)
     after = PathGuard.from_config(config)
     assert after is not before
     assert after.reason(tmp_path / "link") == str(secret)
@@ -53,7 +53,7 @@ def test_after_the_ttl_a_guard_resolves_the_denied_paths_anew(tmp_path, monkeypa
 
 @pytest.mark.parametrize("ttl", [0.0, LONG])
 def test_a_reused_guard_still_refuses_what_it_resolved(tmp_path, monkeypatch, ttl):
-    monkeypatch.setattr(recent, "TTL", ttl)
+    monkeypatch.setattr(workdirs, "TTL", ttl)
     (tmp_path / "secret").mkdir()
     (tmp_path / "innocent").symlink_to(tmp_path / "secret")
     config = _config([str(tmp_path / "secret")])
@@ -64,17 +64,17 @@ def test_a_reused_guard_still_refuses_what_it_resolved(tmp_path, monkeypatch, tt
 
 
 def test_the_cache_is_bounded(tmp_path):
-    for i in range(3 * recent.MAX_KEYS):
-        recent.real_paths((str(tmp_path / f"d{i}"),))
+    for i in range(3 * workdirs.MAX_KEYS):
+        workdirs.real_paths((str(tmp_path / f"d{i}"),))
         PathGuard.from_config(_config([str(tmp_path / f"d{i}")]))
-    assert len(recent._cache) <= recent.MAX_KEYS
+    assert len(workdirs._cache) <= workdirs.MAX_KEYS
 
 
 def test_paths_are_resolved_through_links_and_home(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "real").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / "real")
-    assert recent.real_paths(("~/alias/key", str(tmp_path / "missing"))) == (
+    assert workdirs.real_paths(("~/alias/key", str(tmp_path / "missing"))) == (
         str(tmp_path / "real" / "key"), str(tmp_path / "missing"))
 
 
@@ -84,12 +84,12 @@ def test_a_changed_link_is_seen_once_the_ttl_is_over(tmp_path, monkeypatch):
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "a")
     paths = (str(link),)
-    assert recent.real_paths(paths) == (str(tmp_path / "a"),)
+    assert workdirs.real_paths(paths) == (str(tmp_path / "a"),)
     link.unlink()
     link.symlink_to(tmp_path / "b")
-    assert recent.real_paths(paths) == (str(tmp_path / "a"),)  # within the TTL
-    monkeypatch.setattr(recent, "TTL", 0.0)
-    assert recent.real_paths(paths) == (str(tmp_path / "b"),)
+    assert workdirs.real_paths(paths) == (str(tmp_path / "a"),)  # within the TTL
+    monkeypatch.setattr(workdirs, "TTL", 0.0)
+    assert workdirs.real_paths(paths) == (str(tmp_path / "b"),)
 
 
 def test_a_failing_build_keeps_nothing():
@@ -97,8 +97,8 @@ def test_a_failing_build_keeps_nothing():
         raise OSError("no")
 
     with pytest.raises(OSError):
-        recent.recent("k", boom)
-    assert recent.recent("k", lambda: 1) == 1
+        workdirs.recent("k", boom)
+    assert workdirs.recent("k", lambda: 1) == 1
 
 
 def test_home_and_the_working_directory_are_part_of_the_key(tmp_path, monkeypatch):
@@ -106,9 +106,9 @@ def test_home_and_the_working_directory_are_part_of_the_key(tmp_path, monkeypatc
         (tmp_path / name).mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "one"))
     monkeypatch.chdir(tmp_path / "one")
-    assert recent.real_paths(("~/.ssh", "rel")) == (
+    assert workdirs.real_paths(("~/.ssh", "rel")) == (
         str(tmp_path / "one" / ".ssh"), str(tmp_path / "one" / "rel"))
     monkeypatch.setenv("HOME", str(tmp_path / "two"))
     monkeypatch.chdir(tmp_path / "two")
-    assert recent.real_paths(("~/.ssh", "rel")) == (
+    assert workdirs.real_paths(("~/.ssh", "rel")) == (
         str(tmp_path / "two" / ".ssh"), str(tmp_path / "two" / "rel"))

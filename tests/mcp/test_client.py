@@ -9,7 +9,7 @@ import time
 import pytest
 from _mcp_helpers import TOY, run_script, toy_server
 
-from execengine.engine.allowed import allowed_tools
+from execengine.engine.plan import allowed_tools
 
 
 def test_tools_registered_callable_from_scripts_and_results_decoded(mcp_registry):

@@ -222,7 +222,7 @@ def test_a_file_read_whole_gives_what_the_streaming_reader_gives(tmp_path, monke
     # files up to 1 MB are read at once, larger ones streamed line by line: for every
     # content and window both must give the same result (or the same error)
     from execengine.errors import FileOpError
-    from execengine.fileops import ops as reading
+    from execengine.fileops import reading
 
     def result(path: Path, offset: int, limit: int, max_chars: int) -> object:
         try:
@@ -257,7 +257,7 @@ def test_the_binary_sniff_counts_bytes_as_defined():
     # definition, byte by byte, and its verdicts fall on both sides of its thresholds
     import random
 
-    from execengine.fileops import textio
+    from execengine.fileops import reading
 
     text_control = {7, 8, 9, 10, 12, 13, 27}
     rng = random.Random(3)
@@ -268,7 +268,7 @@ def test_the_binary_sniff_counts_bytes_as_defined():
                        for _ in range(rng.randrange(1, 64)))
         control = sum(1 for b in sample if b < 32 and b not in text_control)
         high_or_control = control + sum(1 for b in sample if b >= 0x80)
-        assert len(sample.translate(None, textio._KEEP_CONTROL)) == control, sample
-        assert len(sample.translate(None, textio._KEEP_CONTROL_OR_HIGH)) == high_or_control
-        verdicts.add(textio.looks_binary(sample))
+        assert len(sample.translate(None, reading._KEEP_CONTROL)) == control, sample
+        assert len(sample.translate(None, reading._KEEP_CONTROL_OR_HIGH)) == high_or_control
+        verdicts.add(reading.looks_binary(sample))
     assert verdicts == {True, False}

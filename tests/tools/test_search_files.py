@@ -11,7 +11,7 @@ import pytest
 
 from execengine.config import Config
 from execengine.context import CallContext
-from execengine.fileops.backend import scope_of
+from execengine.host.base import scope_of
 from execengine.fileops.search import search
 from execengine.registry import ToolRegistry
 

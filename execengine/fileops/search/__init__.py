@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from execengine.errors import FileOpError, PatternUnsupported
-from execengine.fileops.args import int_arg
-from execengine.fileops.paths import Scope
+from execengine.fileops.paths import Scope, int_arg
 from execengine.fileops.search.base import Backend
 from execengine.fileops.search.pysearch import PythonBackend
 from execengine.fileops.search.query import MAX_HITS, Query, make_query
