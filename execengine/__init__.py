@@ -3,8 +3,9 @@
 Where things live:
 
 - ``config`` (+ ``_configload``): the typed configuration and the YAML loader.
-- ``registry``, ``toolsets``, ``schema``, ``discovery``, ``dispatch``: the tool runtime;
-  ``policy`` (what a tool may be used for) and ``context`` (what a call carries).
+- ``registry`` (tools and dispatching a call), ``toolsets``, ``schema``, ``discovery``: the
+  tool runtime; ``policy`` (what a tool may be used for) and ``context`` (what a call
+  carries).
 - ``tools/``: built-in tool modules (listed in ``discovery.BUILTIN_TOOL_MODULES``), helpers in
   ``fileops/``, ``terminal/``, ``approval/`` and ``web/``.
 - ``engine/`` (execute_code), ``rpc/`` (the host end of the ZMTP RPC), ``launch/`` (the
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from execengine.config import Config, load_config
     from execengine.context import CallContext, ToolContext
     from execengine.discovery import ToolSpecs
-    from execengine.dispatch import Refuse
     from execengine.engine import Engine, ExecutionResult, aexecute_code, execute_code
     from execengine.errors import (
         ConfigError,
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from execengine.policy import ToolPolicy
     from execengine.registry import (
         Availability,
+        Refuse,
         ToolEntry,
         ToolRegistry,
         default_registry,
@@ -106,7 +107,7 @@ _EXPORTS = {
     "PluginError": "execengine.errors",
     "PolicyApprover": "execengine.approval",
     "PromptApprover": "execengine.approval",
-    "Refuse": "execengine.dispatch",
+    "Refuse": "execengine.registry",
     "SandboxError": "execengine.errors",
     "SchemaError": "execengine.errors",
     "SmartApprover": "execengine.approval",

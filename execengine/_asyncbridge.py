@@ -1,6 +1,6 @@
 """The one background reactor: an event loop in a daemon thread, for async work of sync code.
 
-Async tool handlers (:mod:`execengine.dispatch`), the approval gate and the MCP client
+Async tool handlers (:func:`execengine.registry.dispatch`), the approval gate and the MCP client
 (:mod:`execengine.mcp.manager`: its server connections live on this loop) all run here, so
 clients bound to a loop (HTTP sessions, MCP sessions) stay valid across calls and the
 process has one such thread, not one per user. Synchronous callers, from any thread,

@@ -42,7 +42,7 @@ class _Named:
     {"object": _Named(), "set": {1}}, 10 ** 30, -0.0, "already text", b"bytes \xff",
 ])
 def test_results_are_encoded_as_json_dumps_does(value):
-    from execengine.dispatch import to_text
+    from execengine.registry import to_text
 
     expected = (value if isinstance(value, str) else value.decode("utf-8", "replace")
                 if isinstance(value, bytes) else json.dumps(value, ensure_ascii=False,
@@ -56,7 +56,7 @@ def test_results_are_encoded_the_same_without_jsons_c_module():
     import sys
 
     code = ("import json, json.encoder\njson.encoder.c_make_encoder = None\n"
-            "from execengine.dispatch import to_text\n"
+            "from execengine.registry import to_text\n"
             "v = {'a': [1, 2.5, '\u00e9', None], 1: float('nan'), 'o': object}\n"
             "assert to_text(v) == json.dumps(v, ensure_ascii=False, default=str)\n"
             "print(to_text(v))")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from execengine.dispatch import error_result
+from execengine.registry import error_result
 
 if TYPE_CHECKING:
     from execengine.registry import ToolRegistry

@@ -35,8 +35,7 @@ from execengine.agent.guards import apply_guards
 from execengine.agent.messages import AssistantTurn, ToolCall, history_ids, normalize_assistant
 from execengine.agent.names import DEFAULT_CUTOFF, resolve_tool_name
 from execengine.context import CallContext
-from execengine.dispatch import error_result
-from execengine.registry import ToolRegistry
+from execengine.registry import ToolRegistry, error_result
 from execengine.schema import NAME_RE
 
 CallStatus = Literal[

@@ -20,8 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from execengine.context import CallContext
-from execengine.dispatch import error_result
-from execengine.registry import Handler, ToolRegistry
+from execengine.registry import Handler, ToolRegistry, error_result
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from execengine.config import MAX_TIMEOUT, is_timeout
-from execengine.rpc.protocol import too_deep
+from execengine.rpc.connection import too_deep
 
 MODES = ("project", "strict")
 KEYS = ("id", "code", "cwd", "toolsets", "timeout", "mode", "session", "retry_safe", "meta")

@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any
 from execengine.childenv import build_child_env
 from execengine.config import MODES, Mode, checked_timeout
 from execengine.context import CallContext, ToolContext
-from execengine.dispatch import dispatch
 from execengine.engine.interpreter import choose
 from execengine.engine.stub import render_stub
 from execengine.errors import ConfigError, InvalidArgumentError, UnknownToolError, did_you_mean
 from execengine.mcp.names import sanitize, server_of_toolset, short_name
-from execengine.registry import ToolRegistry
+from execengine.registry import ToolRegistry, dispatch
 from execengine.rpc.channel import CallHandler
 from execengine.schema import validate_arguments, violations_message
 

@@ -5,7 +5,7 @@ It serves the engine exactly as the socket server does (``Engine(..., server=
 MemoryServer())``): :meth:`MemoryServer.open` returns a real
 :class:`~execengine.rpc.channel.Channel` (its private directory is made, nothing is bound),
 and a peer connects by the channel's endpoint path with :meth:`MemoryServer.connect`. Peers
-send the protocol's JSON frames (:mod:`execengine.rpc.protocol`) and read the replies, so
+send the protocol's JSON frames (:mod:`execengine.rpc.connection`) and read the replies, so
 the hello, refusal, budget, queueing and result mapping of an execution are exercised in
 milliseconds without a socket or a child process. A thin layer of tests keeps the real
 server honest with real children.
@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from execengine.errors import TransportError
-from execengine.rpc import protocol
+from execengine.rpc import connection
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
 from execengine.rpc.pool import WorkerPool, busy_message, waited_message
 
@@ -71,12 +71,12 @@ class MemoryPeer:
     # -- conveniences ------------------------------------------------------------------------
 
     def hello(self, exec_id: str, token: str) -> dict[str, Any]:
-        self.send(_frame({"v": protocol.VERSION, "type": "hello", "exec": exec_id,
+        self.send(_frame({"v": connection.VERSION, "type": "hello", "exec": exec_id,
                           "token": token}))
         return self.recv()
 
     def start_call(self, id: str, tool: str, args: dict[str, Any] | None = None) -> None:
-        self.send(_frame({"v": protocol.VERSION, "type": "call", "id": id, "tool": tool,
+        self.send(_frame({"v": connection.VERSION, "type": "call", "id": id, "tool": tool,
                           "args": args or {}}))
 
     def call(self, tool: str, args: dict[str, Any] | None = None, *, id: str = "c",
@@ -164,34 +164,34 @@ class MemoryServer:
         if channel.closed or peer.authenticated is False:
             return  # an unbound socket, or a peer denied earlier: nothing answers
         if len(frame) > self.max_message_bytes:
-            peer.deliver(protocol.error(None, "message too large"))
+            peer.deliver(connection.error(None, "message too large"))
             return
-        msg = protocol.parse(frame)
+        msg = connection.parse(frame)
         if peer.authenticated is None:
-            if isinstance(msg, protocol.Hello) and channel.authenticate(msg.exec_id, msg.token):
+            if isinstance(msg, connection.Hello) and channel.authenticate(msg.exec_id, msg.token):
                 peer.authenticated = True
                 channel.hello.set()
-                peer.deliver(protocol.welcome(channel.exec_id, channel.max_tool_calls,
+                peer.deliver(connection.welcome(channel.exec_id, channel.max_tool_calls,
                                               self.max_message_bytes))
             else:
                 peer.authenticated = False
-                why = ("bad credentials" if isinstance(msg, protocol.Hello)
+                why = ("bad credentials" if isinstance(msg, connection.Hello)
                        else "the first message must be a hello")
-                peer.deliver(protocol.denied(why))
+                peer.deliver(connection.denied(why))
             return
-        if isinstance(msg, protocol.Invalid):
-            peer.deliver(protocol.error(msg.id, msg.error))
-        elif isinstance(msg, protocol.Hello):
-            peer.deliver(protocol.error(None, "already authenticated"))
+        if isinstance(msg, connection.Invalid):
+            peer.deliver(connection.error(msg.id, msg.error))
+        elif isinstance(msg, connection.Hello):
+            peer.deliver(connection.error(None, "already authenticated"))
         else:
             self._dispatch(peer, msg)
 
-    def _dispatch(self, peer: MemoryPeer, call: protocol.Call) -> None:
+    def _dispatch(self, peer: MemoryPeer, call: connection.Call) -> None:
         channel = peer.channel
         generation = channel.generation  # read first: a call never runs in a later cell
         refusal = channel.admit(call.tool, call.cell)
         if refusal is not None:
-            peer.deliver(protocol.result(call.id, json.dumps({"error": refusal})))
+            peer.deliver(connection.result(call.id, json.dumps({"error": refusal})))
             return
         # queued calls past the pool's bounded wait are answered (the socket server's loop
         # does this on its tick; here every incoming call is the tick)
@@ -221,7 +221,7 @@ class _Job:
     """One admitted call; run by a pool worker. The execution's next waiting call then goes
     to the back of the pool's queue (fair to other executions)."""
 
-    def __init__(self, server: MemoryServer, peer: MemoryPeer, call: protocol.Call,
+    def __init__(self, server: MemoryServer, peer: MemoryPeer, call: connection.Call,
                  generation: int = 0) -> None:
         self.server, self.peer, self.call = server, peer, call
         # the cell (session kernel) it was admitted in, and that cell's handler
@@ -241,7 +241,7 @@ class _Job:
             if channel.closed:
                 return
             if not channel.current(self.generation):  # its cell ended while it waited
-                self.peer.deliver(protocol.result(self.call.id,
+                self.peer.deliver(connection.result(self.call.id,
                                                   json.dumps({"error": late_message()})))
                 return
             try:
@@ -249,10 +249,10 @@ class _Job:
             except Exception as exc:  # handlers should not raise; be safe anyway
                 text = json.dumps({"error": f"Tool execution failed: {exc}"})
             if not channel.closed:  # else abandoned: the late result is dropped
-                self.peer.deliver(protocol.result(self.call.id, text))
+                self.peer.deliver(connection.result(self.call.id, text))
         finally:
             channel.finished()
 
     def refuse(self, reason: str) -> None:
         self.peer.channel.refund()
-        self.peer.deliver(protocol.result(self.call.id, json.dumps({"error": reason})))
+        self.peer.deliver(connection.result(self.call.id, json.dumps({"error": reason})))

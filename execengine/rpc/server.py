@@ -41,7 +41,7 @@ What one script cannot do to the host or to other executions:
 
 * **break the loop**: every message is handled in its own ``try`` (a failure closes only
   that connection); sizes are checked before bodies are buffered and nesting before JSON is
-  decoded (:mod:`.protocol`); replies are encoded so that no string can fail. Should the
+  decoded (:mod:`.connection`); replies are encoded so that no string can fail. Should the
   loop itself fail it is restarted at once (with a short back-off when it keeps failing),
   and :meth:`RpcServer.open` starts a fresh loop thread if none runs: no call ever waits on
   a dead loop.
@@ -86,7 +86,7 @@ from collections.abc import Callable, Iterable
 
 from execengine._resources import usable_cpus
 from execengine.errors import ProtocolViolation, TransportError
-from execengine.rpc import protocol
+from execengine.rpc import connection
 from execengine.rpc.budget import COUNTED, ByteBudget
 from execengine.rpc.channel import CallHandler, Channel, late_message, make_socket_dir
 from execengine.rpc.connection import GREETING, READ_CHUNK, Connection, Message, command, ready
@@ -705,33 +705,33 @@ class RpcServer:
             self._greet(conn, msg.parts)
             return
         if len(msg.parts) != 1:
-            conn.reply(protocol.error(protocol.request_id(msg.parts[0]),
+            conn.reply(connection.error(connection.request_id(msg.parts[0]),
                                       "a message must be a single frame"))
             return
-        parsed = protocol.parse(msg.parts[0])
-        if isinstance(parsed, protocol.Invalid):
-            conn.reply(protocol.error(parsed.id, parsed.error))
-        elif isinstance(parsed, protocol.Hello):
-            conn.reply(protocol.error(None, "already authenticated"))
+        parsed = connection.parse(msg.parts[0])
+        if isinstance(parsed, connection.Invalid):
+            conn.reply(connection.error(parsed.id, parsed.error))
+        elif isinstance(parsed, connection.Hello):
+            conn.reply(connection.error(None, "already authenticated"))
         else:
             self._dispatch(conn, parsed, len(msg.parts[0]))
 
     def _greet(self, conn: Connection, parts: tuple[bytes, ...]) -> None:
         channel = conn.channel
-        msg = protocol.parse(parts[0]) if len(parts) == 1 else None
-        if isinstance(msg, protocol.Hello) and channel.authenticate(msg.exec_id, msg.token):
+        msg = connection.parse(parts[0]) if len(parts) == 1 else None
+        if isinstance(msg, connection.Hello) and channel.authenticate(msg.exec_id, msg.token):
             conn.authed = True
             channel.hello.set()  # before the welcome: whoever sees the welcome sees this
-            conn.reply(protocol.welcome(channel.exec_id, channel.max_tool_calls,
+            conn.reply(connection.welcome(channel.exec_id, channel.max_tool_calls,
                                         self.max_message_bytes))
             return
         conn.authed = False
-        why = ("bad credentials" if isinstance(msg, protocol.Hello)
+        why = ("bad credentials" if isinstance(msg, connection.Hello)
                else "the first message must be a hello")
         log.warning("execution %s: a connection was refused: %s", channel.exec_id, why)
-        conn.reply(protocol.denied(why))
+        conn.reply(connection.denied(why))
 
-    def _dispatch(self, conn: Connection, call: protocol.Call, size: int = 0) -> None:
+    def _dispatch(self, conn: Connection, call: connection.Call, size: int = 0) -> None:
         channel = conn.channel
         generation = channel.generation  # read first: a call never runs in a later cell
         counted = size if size >= COUNTED else 0  # small calls skip the budget's lock
@@ -741,7 +741,7 @@ class RpcServer:
             if refusal is not None and counted:
                 self.budget.give(counted)
         if refusal is not None:
-            conn.reply(protocol.result(call.id, json.dumps({"error": refusal},
+            conn.reply(connection.result(call.id, json.dumps({"error": refusal},
                                                            ensure_ascii=False)))
             return
         job = _CallJob(self._job_hooks, conn, call, generation, counted)
@@ -789,7 +789,7 @@ class _CallJob:
 
     def __init__(self, hooks: tuple[Callable[[_CallJob | None], None],
                                     Callable[[str, float], None], Callable[[int], None]],
-                 conn: Connection, call: protocol.Call, generation: int = 0,
+                 conn: Connection, call: connection.Call, generation: int = 0,
                  size: int = 0) -> None:
         self.submit, self.note_speed, self.give = hooks
         self.size = size
@@ -823,7 +823,7 @@ class _CallJob:
             if channel.closed:
                 return  # the execution ended while the call waited
             if not channel.current(self.generation):  # its cell ended while it waited
-                self.conn.reply(protocol.result(
+                self.conn.reply(connection.result(
                     call.id, json.dumps({"error": late_message()})))
                 return
             start = time.monotonic()
@@ -836,11 +836,11 @@ class _CallJob:
             if not isinstance(text, str):
                 text = json.dumps(text, ensure_ascii=False, default=str)
             if not channel.closed:  # else abandoned: the late result is dropped
-                self.conn.reply(protocol.result(call.id, text))
+                self.conn.reply(connection.result(call.id, text))
         except BaseException:  # a bug (or a result whose str() raises SystemExit): the call
             # still gets exactly one reply, and the thread (the loop's, maybe) goes on
             log.exception("tool call %s failed", call.tool)
-            self.conn.reply(protocol.result(call.id, json.dumps(
+            self.conn.reply(connection.result(call.id, json.dumps(
                 {"error": "Tool execution failed: the host could not send the result"})))
         finally:
             channel.finished()
@@ -848,7 +848,7 @@ class _CallJob:
     def refuse(self, reason: str) -> None:
         self.channel.refund()
         if not self.channel.closed:
-            self.conn.reply(protocol.result(
+            self.conn.reply(connection.result(
                 self.call.id, json.dumps({"error": reason}, ensure_ascii=False)))
         self.release()
 

@@ -10,9 +10,8 @@ from _engine_helpers import Recorder, engine_config, make_registry
 
 from execengine.approval.approver import Answer, ApprovalRequest, Decision
 from execengine.context import CallContext
-from execengine.dispatch import Refuse
 from execengine.engine import Engine
-from execengine.registry import ToolRegistry
+from execengine.registry import Refuse, ToolRegistry
 from execengine.tools import code_execution_tool
 
 BLOCKED_HEADLESS = (

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from execengine.rpc import Channel, RpcServer, protocol
+from execengine.rpc import Channel, RpcServer, connection
 
 PEER = Path(__file__).with_name("_hostile_peer.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -218,8 +218,6 @@ def _greeted_hog(server, monkeypatch, hogs=1):
     """A channel and ``hogs`` connections to it that said hello (one, not a list, when 1),
     under a reply bound lowered to 256 KiB (read again below 64 KiB), for the tests of
     peers that do not read their replies."""
-    from execengine.rpc import connection
-
     monkeypatch.setattr(connection, "OUT_HIGH", 256 * 1024)
     monkeypatch.setattr(connection, "OUT_LOW", 64 * 1024)
     ch = open_channel(server)
@@ -241,7 +239,7 @@ def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monk
     def flood() -> None:  # calls with big results, never reading; blocks once not read
         with contextlib.suppress(zmtp.ZmtpError):
             for n in range(1, 5000):
-                hog.send(protocol._dump({"v": 1, "type": "call", "id": str(n),
+                hog.send(connection._dump({"v": 1, "type": "call", "id": str(n),
                                          "tool": "echo", "args": big}))
                 sent.append(n)
 
@@ -278,8 +276,6 @@ def test_a_ping_flood_that_never_reads_its_pongs_meets_the_bound_at_its_real_mem
     counted with their cost, it stops after about a thousand. The bound is the
     execution's: 8 connections flooding at once share it (each had its own, and went on
     answering what it had read already: 8 x 256 KiB and more)."""
-    from execengine.rpc import connection
-
     ch, made = _greeted_hog(server, monkeypatch, hogs)
     hog_list = [made] if hogs == 1 else made
     sent: list[int] = []

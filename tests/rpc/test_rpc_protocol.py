@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from execengine.rpc import protocol
-from execengine.rpc.protocol import Call, Hello, Invalid, parse
+from execengine.rpc import connection
+from execengine.rpc.connection import Call, Hello, Invalid, parse
 
 
 def test_hello_and_call_parse():
@@ -38,20 +38,20 @@ def test_bad_messages_are_values_with_reasons():
 
 
 def test_replies_are_versioned_json():
-    assert json.loads(protocol.result("3", "ok")) == {"v": 1, "type": "result", "id": "3",
+    assert json.loads(connection.result("3", "ok")) == {"v": 1, "type": "result", "id": "3",
                                                       "result": "ok"}
-    assert json.loads(protocol.error(None, "bad"))["id"] is None
-    assert json.loads(protocol.welcome("e", 5))["max_tool_calls"] == 5
-    assert json.loads(protocol.denied("no"))["type"] == "denied"
+    assert json.loads(connection.error(None, "bad"))["id"] is None
+    assert json.loads(connection.welcome("e", 5))["max_tool_calls"] == 5
+    assert json.loads(connection.denied("no"))["type"] == "denied"
 
 
 # -- containment: nesting bounded before decoding, replies that cannot fail to encode ----
 
 def test_too_deep_counts_only_brackets_outside_strings():
-    assert protocol.too_deep(b'{"a":"' + b"[" * 10_000 + b'"}') is None
-    assert protocol.too_deep(b"[" * 64 + b"]" * 64) is None
-    assert "deeper than 64" in (protocol.too_deep(b"[" * 65 + b"]" * 65) or "")
-    assert "nested values" in (protocol.too_deep(b"[]" * 1_000_001) or "")
+    assert connection.too_deep(b'{"a":"' + b"[" * 10_000 + b'"}') is None
+    assert connection.too_deep(b"[" * 64 + b"]" * 64) is None
+    assert "deeper than 64" in (connection.too_deep(b"[" * 65 + b"]" * 65) or "")
+    assert "nested values" in (connection.too_deep(b"[]" * 1_000_001) or "")
 
 
 @pytest.mark.parametrize("text", ["\\", '"', 'a\\"b', "\\\\", "\x5c\\", "]}["])
@@ -60,9 +60,9 @@ def test_too_deep_reads_escapes_as_json_does(text):
     after such a string count, brackets inside it do not (each frame is what json.dumps
     makes, so the decoder agrees)."""
     inside = json.dumps({"s": text + "[" * 100 + text, "t": text}).encode()
-    assert protocol.too_deep(inside) is None
+    assert connection.too_deep(inside) is None
     deep = json.dumps({"s": text, "d": json.loads("[" * 70 + "]" * 70)}).encode()
-    assert "deeper than 64" in (protocol.too_deep(deep) or "")
+    assert "deeper than 64" in (connection.too_deep(deep) or "")
 
 
 def test_too_deep_is_linear_in_an_unterminated_string_of_escaped_quotes():
@@ -79,7 +79,7 @@ def test_too_deep_is_linear_in_an_unterminated_string_of_escaped_quotes():
                                    b'{"v":1,"type":"call","id":"1","tool":"t","args":'
                                    + b'{"x":' * 70 + b"1" + b"}" * 71])
 def test_deep_frames_are_invalid_not_a_recursion_error(frame):
-    assert isinstance(protocol.parse(frame), protocol.Invalid)
+    assert isinstance(connection.parse(frame), connection.Invalid)
 
 
 DEEP = b"[" * 70 + b"]" * 70
@@ -119,18 +119,18 @@ def test_finding_the_id_is_linear_in_hostile_frames():
     frame = (b'{"v":1,"a":' + b'["\\""],' * 200_000 + b'{"id":1},' * 100_000 + DEEP
              + b',"id":"late"}')
     start = time.monotonic()
-    assert protocol.request_id(frame) is None  # past the candidates it looks at
-    assert protocol.request_id(b'{"id":"first",' + frame[1:]) == "first"
+    assert connection.request_id(frame) is None  # past the candidates it looks at
+    assert connection.request_id(b'{"id":"first",' + frame[1:]) == "first"
     assert time.monotonic() - start < 10
 
 
 def test_replies_with_lone_surrogates_encode():
-    for payload in (protocol.result("\ud800", "name \udcff.txt"),
-                    protocol.error("\udc80", "bad \ud800"), protocol.denied("\udfff")):
+    for payload in (connection.result("\ud800", "name \udcff.txt"),
+                    connection.error("\udc80", "bad \ud800"), connection.denied("\udfff")):
         decoded = json.loads(payload)
         assert decoded["v"] == 1
-    assert json.loads(protocol.result("1", "é"))["result"] == "é"  # plain text stays UTF-8
-    assert b"\xc3\xa9" in protocol.result("1", "é")
+    assert json.loads(connection.result("1", "é"))["result"] == "é"  # plain text stays UTF-8
+    assert b"\xc3\xa9" in connection.result("1", "é")
 
 
 @pytest.mark.parametrize(("msg_id", "text"), [
@@ -138,6 +138,6 @@ def test_replies_with_lone_surrogates_encode():
     ("\ud800", "fine"), ("1", "a\udcff b"), ("\udfff", "\ud800"), ("id", "x" * 100_000),
 ])
 def test_the_result_template_is_the_same_json_as_the_generic_encoder(msg_id, text):
-    fast = protocol.result(msg_id, text)
-    assert fast == protocol._dump({"v": 1, "type": "result", "id": msg_id, "result": text})
+    fast = connection.result(msg_id, text)
+    assert fast == connection._dump({"v": 1, "type": "result", "id": msg_id, "result": text})
     assert json.loads(fast) == {"v": 1, "type": "result", "id": msg_id, "result": text}

@@ -23,8 +23,8 @@ import time
 from execengine.config import Config
 from execengine.engine.core import Engine
 from execengine.fileops.ops import FileSettings
-from execengine.fileops.reading import read_file
 from execengine.fileops.paths import Scope
+from execengine.fileops.reading import read_file
 
 SCRIPT = """
 import os, threading

@@ -11,8 +11,8 @@ import pytest
 
 from execengine.config import Config
 from execengine.context import CallContext
-from execengine.host.base import scope_of
 from execengine.fileops.search import search
+from execengine.host.base import scope_of
 from execengine.registry import ToolRegistry
 
 HAVE_RG = shutil.which("rg") is not None
