@@ -52,6 +52,17 @@ def not_found(path: Any, shown: str, scope: Scope) -> FileOpError:
     return FileOpError(f"File not found: {shown!r}{hint}", suggestions=suggestions)
 
 
+def open_failed(exc: OSError, what: str, shown: str) -> FileOpError:
+    """What a file tool says when opening or reading ``shown`` failed with ``exc``."""
+    if isinstance(exc, IsADirectoryError):
+        return FileOpError(f"Cannot {what} {shown!r}: it is a directory")
+    if isinstance(exc, FileNotFoundError):
+        return FileOpError(f"File not found: {shown!r}")
+    if isinstance(exc, PermissionError):
+        return FileOpError(f"Permission denied: {shown!r}")
+    return FileOpError(f"Cannot {what} {shown!r}: {exc.strerror or exc}")
+
+
 # -- binary or text -----------------------------------------------------------------------
 
 #: how much of a file :func:`looks_binary` inspects
@@ -160,12 +171,8 @@ def read_window(path: Path, shown: str, offset: int, limit: int, max_chars: int,
                           "target='files' to list it", is_directory=True)
     try:
         fh = open_binary(path)  # verified under a confining policy; closed below
-    except FileNotFoundError:
-        raise FileOpError(f"File not found: {shown!r}") from None
-    except PermissionError:
-        raise FileOpError(f"Permission denied: {shown!r}") from None
     except OSError as exc:
-        raise FileOpError(f"Cannot read {shown!r}: {exc.strerror or exc}") from exc
+        raise open_failed(exc, "read", shown) from exc
     with fh:
         size = os.fstat(fh.fileno()).st_size
         head = fh.read(SNIFF_BYTES)

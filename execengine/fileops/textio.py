@@ -19,7 +19,7 @@ from typing import IO
 from execengine.confine.files import is_anchored, open_binary
 from execengine.errors import FileOpError
 from execengine.fileops.paths import adopt_fd, makedirs
-from execengine.fileops.reading import SNIFF_BYTES, looks_binary
+from execengine.fileops.reading import SNIFF_BYTES, looks_binary, open_failed
 from execengine.isolation.owner import host_umask
 
 
@@ -56,14 +56,8 @@ def read_bytes(path: Path, what: str = "read") -> bytes:
                                   f"({size} bytes; the tools edit files of at most "
                                   f"{MAX_EDIT_BYTES} bytes)", file_size=size)
             return data
-    except IsADirectoryError:
-        raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: it is a directory") from None
-    except FileNotFoundError:
-        raise FileOpError(f"File not found: {os.fspath(path)!r}") from None
-    except PermissionError:
-        raise FileOpError(f"Permission denied: {os.fspath(path)!r}") from None
     except OSError as exc:
-        raise FileOpError(f"Cannot {what} {os.fspath(path)!r}: {exc.strerror or exc}") from exc
+        raise open_failed(exc, what, os.fspath(path)) from exc
 
 
 def bounded_lines(fh: IO[bytes], limit: int) -> Iterator[tuple[bytes, int]]:
