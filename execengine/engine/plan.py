@@ -8,6 +8,10 @@ follows from the engine's configuration (the interpreter, the tools a script may
 the ``hermes_tools`` stub rendered from their schemas, MCP servers' groups included). What
 the runners then make of it (a policy, a channel, a child) and how a result is worded is
 shared too (:mod:`.prepare`, :func:`execengine.engine.result.build_result`).
+
+Which tools a script may call is decided here as well (:func:`allowed_tools`), and so is how
+its calls are served: :func:`script_call_handler` refuses what the plan does not allow
+before the registry dispatches the rest.
 """
 
 from __future__ import annotations
