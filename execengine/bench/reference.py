@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -136,6 +137,7 @@ class Reference:
     """A driver process running the reference's ``execute_code`` on request."""
 
     def __init__(self, python: str) -> None:
+        python = interpreter_path(python)  # the driver starts in a folder of its own
         if not os.access(python, os.X_OK):
             raise BenchError(f"--reference {python}: not an executable interpreter")
         self._home = tempfile.TemporaryDirectory(prefix="execengine-reference-")
@@ -215,6 +217,15 @@ class Reference:
         self._replies.close()
         self._stderr.close()
         self._home.cleanup()
+
+
+def interpreter_path(python: str) -> str:
+    """``python`` as an absolute path: a relative one is the caller's (the suite starts it
+    from folders of its own), a bare name is looked up on ``PATH``. Links are kept: a
+    virtual environment's interpreter is a link whose folder names the environment."""
+    if os.sep not in python:
+        return shutil.which(python) or python
+    return os.path.abspath(python)
 
 
 def same_interpreter(python: str) -> bool:

@@ -667,6 +667,7 @@ def versus_reference(config: Config, python: str, *, reps: int,
     ``python`` and its site (see :mod:`~execengine.bench.reference`): here when this
     process runs that interpreter, else in a process of it started for the suite, whose
     figures come back."""
+    python = reference.interpreter_path(python)
     if not reference.same_interpreter(python):
         return _versus_under(config, python, reps=reps, emit=emit)
     with reference.Reference(python) as ref:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -177,6 +178,23 @@ def test_the_suite_runs_on_the_references_interpreter_and_passes_its_errors_back
                      "on it too: one interpreter and site for both)"]
     with pytest.raises(BenchError, match="not an executable interpreter"):
         versus_reference(Config(), str(tmp_path / "missing"), reps=2, emit=lines.append)
+
+
+def test_a_relative_interpreter_is_the_callers(tmp_path, monkeypatch):
+    # the README's command names .ci/reference/bin/python: the suite's processes start in
+    # folders of their own, where that name would be no file ("No such file or directory")
+    folder = tmp_path / "venv" / "bin"
+    folder.mkdir(parents=True)
+    (folder / "python").symlink_to(os.path.realpath(sys.executable))
+    monkeypatch.chdir(tmp_path)
+    assert reference.interpreter_path("venv/bin/python") == str(folder / "python")
+    assert reference.interpreter_path("python3") == shutil.which("python3")
+    lines: list[str] = []
+    with pytest.raises(BenchError, match="cannot import the reference"):
+        versus_reference(Config(), "venv/bin/python", reps=2, emit=lines.append)
+    assert str(folder / "python") in lines[0]
+    with pytest.raises(BenchError, match="cannot import the reference"):
+        reference.Reference("venv/bin/python")
 
 
 class _SlowStartingReference:
