@@ -14,15 +14,11 @@ script assigned to something harmless (``x=ls; $x -la``) is not asked about.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from execengine.approval.approver import Answer, ApprovalRequest, Decision
-from execengine.approval.gate import check_command
 from execengine.approval.matcher import assess
-from execengine.context import CallContext, ToolContext
-from execengine.registry import ToolRegistry
+
+from .shellforms import check_hard_blocked, check_passes, refused_unasked
 
 # (attack, the same command written plainly, the hard block both must hit)
 ATTACKS = [
@@ -56,30 +52,9 @@ UNKNOWN = [
 ]
 
 
-class Always:
-    """A host approver that approves everything, for ever."""
-
-    def __init__(self) -> None:
-        self.asked = 0
-
-    def decide(self, request: ApprovalRequest) -> Answer:
-        self.asked += 1
-        return Answer(Decision.ALWAYS, "test", "always")
-
-
-def _ctx(reg: ToolRegistry, **fields: Any) -> ToolContext:
-    return ToolContext(reg, reg.config, CallContext(task_id="t1", **fields))
-
-
 @pytest.mark.parametrize(("attack", "plain", "key"), ATTACKS, ids=[a for a, _, _ in ATTACKS])
 def test_indirection_is_hard_blocked(attack: str, plain: str, key: str) -> None:
-    assert key in {p.key for p in assess(attack).blocked}, assess(attack).normalized
-    with ToolRegistry() as reg:
-        host = Always()
-        for sandboxed in (False, True):
-            verdict = check_command(attack, _ctx(reg, approver=host), sandboxed=sandboxed)
-            assert verdict.status == "blocked" and not verdict.allowed, verdict
-        assert host.asked == 0
+    check_hard_blocked(attack, key)
 
 
 @pytest.mark.parametrize(("attack", "plain", "key"), ATTACKS, ids=[p for _, p, _ in ATTACKS])
@@ -92,10 +67,8 @@ def test_negative_control_the_plain_command_hits_the_same_block(attack: str, pla
 def test_an_unknown_command_word_asks(command: str) -> None:
     found = assess(command)
     assert "unknown_command" in {p.key for p in found.flagged}, found.normalized
-    with ToolRegistry() as reg:  # approvals.mode: ask, nobody to ask: refused
-        verdict = check_command(command, _ctx(reg))
-        assert not verdict.allowed and verdict.status == "denied", verdict
-        assert "only known when it runs" in verdict.message
+    verdict = refused_unasked(command)  # approvals.mode: ask, nobody to ask
+    assert verdict.status == "denied" and "only known when it runs" in verdict.message, verdict
 
 
 @pytest.mark.parametrize("command", [
@@ -103,10 +76,7 @@ def test_an_unknown_command_word_asks(command: str) -> None:
     "IFS=_; c=ls_-la; $c", "ls $HOME", 'echo "$(date)"', "cd $HOME && make",
 ])
 def test_negative_control_a_command_word_known_to_be_harmless_passes(command: str) -> None:
-    found = assess(command)
-    assert found.safe, (found.descriptions, found.normalized)
-    with ToolRegistry() as reg:
-        assert check_command(command, _ctx(reg)).status == "safe"
+    check_passes(command)
 
 
 def test_a_script_too_long_to_parse_asks() -> None:

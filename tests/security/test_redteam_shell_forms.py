@@ -17,15 +17,11 @@ written plainly hits the same hard block; harmless neighbours of each form (``ec
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from execengine.approval.approver import Answer, ApprovalRequest, Decision
-from execengine.approval.gate import check_command
 from execengine.approval.matcher import assess
-from execengine.context import CallContext, ToolContext
-from execengine.registry import ToolRegistry
+
+from .shellforms import check_hard_blocked, check_passes, refused_unasked
 
 # (attack, the same command written plainly, the hard block both must hit)
 BLOCKED = [
@@ -52,30 +48,9 @@ HARMLESS = ["echo {a,b}", "ls {src,tests}", "cat <<< hello", 'echo "$@"', "busyb
             "bash -c 'x=ls; $x'", "sh script.sh", "grep -r foo {src,tests}/"]
 
 
-class Always:
-    """A host approver that approves everything, for ever."""
-
-    def __init__(self) -> None:
-        self.asked = 0
-
-    def decide(self, request: ApprovalRequest) -> Answer:
-        self.asked += 1
-        return Answer(Decision.ALWAYS, "test", "always")
-
-
-def _ctx(reg: ToolRegistry, **fields: Any) -> ToolContext:
-    return ToolContext(reg, reg.config, CallContext(task_id="t1", **fields))
-
-
 @pytest.mark.parametrize(("attack", "plain", "key"), BLOCKED, ids=[a for a, _, _ in BLOCKED])
 def test_the_form_is_hard_blocked(attack: str, plain: str, key: str) -> None:
-    assert key in {p.key for p in assess(attack).blocked}, assess(attack).normalized
-    with ToolRegistry() as reg:
-        host = Always()
-        for sandboxed in (False, True):
-            verdict = check_command(attack, _ctx(reg, approver=host), sandboxed=sandboxed)
-            assert verdict.status == "blocked" and not verdict.allowed, verdict
-        assert host.asked == 0
+    check_hard_blocked(attack, key)
 
 
 @pytest.mark.parametrize(("attack", "plain", "key"), BLOCKED, ids=[p for _, p, _ in BLOCKED])
@@ -88,14 +63,10 @@ def test_negative_control_the_plain_command_hits_the_same_block(attack: str, pla
 def test_a_command_known_only_when_it_runs_asks(command: str) -> None:
     found = assess(command)
     assert not found.safe, found.normalized
-    with ToolRegistry() as reg:  # approvals.mode: ask, nobody to ask: refused
-        verdict = check_command(command, _ctx(reg))
-        assert not verdict.allowed and verdict.status in ("denied", "blocked"), verdict
+    verdict = refused_unasked(command)  # approvals.mode: ask, nobody to ask
+    assert verdict.status in ("denied", "blocked"), verdict
 
 
 @pytest.mark.parametrize("command", HARMLESS)
 def test_negative_control_harmless_neighbours_pass(command: str) -> None:
-    found = assess(command)
-    assert found.safe, (found.descriptions, found.normalized)
-    with ToolRegistry() as reg:
-        assert check_command(command, _ctx(reg)).status == "safe"
+    check_passes(command)
