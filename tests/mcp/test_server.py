@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import anyio
 import pytest
+from _mcp_helpers import serve_http, stop
 
 SCRIPT = """
 from hermes_tools import read_file
@@ -66,45 +65,6 @@ def test_stdio(setup):
     _check(*anyio.run(main))
 
 
-def _auth(lines):
-    """The bearer header for the token the server made (its file's path is printed)."""
-    for line in lines:
-        found = re.search(r"the token is in (\S+) ", line)
-        if found:
-            with open(found.group(1)) as fh:
-                return {"Authorization": f"Bearer {fh.read().strip()}"}
-    return {}
-
-
-def _serve(config, env, *extra):
-    proc = subprocess.Popen([sys.executable, "-m", "execengine", "--config", str(config),
-                             "mcp", *extra], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 40
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        found = re.search(r"serving streamable HTTP on (http://\S+)", line)
-        if found:
-            return proc, found.group(1), _auth(lines)
-    proc.kill()
-    proc.wait()
-    raise AssertionError(f"server did not start: {''.join(lines)}")
-
-
-def _stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    proc.stderr.close()
-
-
 def _http_session(url, data, headers=None):
     import httpx2
     from mcp import ClientSession
@@ -121,17 +81,19 @@ def _http_session(url, data, headers=None):
 
 def test_streamable_http_on_loopback(setup):
     config, data, env = setup
-    proc, url, auth = _serve(config, env, "--http", "127.0.0.1:0")
+    server = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0"], env)
     try:
-        _check(*_http_session(url, data, auth))
+        _check(*_http_session(server.url, data, server.auth))
     finally:
-        _stop(proc)
+        stop(server.proc)
 
 
 def test_http_token_is_required_and_checked(setup):
     config, data, env = setup
     env = {**env, "MCP_TOKEN": "t0ken-for-test"}
-    proc, url, _ = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
+    server = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0",
+                         "--token-env", "MCP_TOKEN"], env)
+    url = server.url
     try:
         request = urllib.request.Request(url, data=b"{}", method="POST",
                                          headers={"content-type": "application/json"})
@@ -142,7 +104,7 @@ def test_http_token_is_required_and_checked(setup):
         info.value.close()
         _check(*_http_session(url, data, {"Authorization": "Bearer t0ken-for-test"}))
     finally:
-        _stop(proc)
+        stop(server.proc)
 
 
 def test_binding_beyond_loopback_without_a_token_is_refused(setup):
@@ -171,9 +133,10 @@ def test_an_http_server_as_a_tool_source_with_a_token_header(setup, mcp_registry
     """The client's streamable HTTP transport, against execengine's own HTTP server."""
     config, data, env = setup
     env = {**env, "MCP_TOKEN": "http-t0ken"}
-    proc, url, _ = _serve(config, env, "--http", "127.0.0.1:0", "--token-env", "MCP_TOKEN")
+    server = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0",
+                         "--token-env", "MCP_TOKEN"], env)
     try:
-        servers = (f"  ee:\n    url: {url}\n"
+        servers = (f"  ee:\n    url: {server.url}\n"
                    "    headers: {Authorization: 'Bearer ${MCP_TOKEN}'}\n")
         reg, manager = mcp_registry(servers, environ={"MCP_TOKEN": "http-t0ken"})
         assert manager.status()[0].state == "ready", reg.load_errors
@@ -184,4 +147,4 @@ def test_an_http_server_as_a_tool_source_with_a_token_header(setup, mcp_registry
                                environ={"MCP_TOKEN": "not-the-token"})
         assert "(HTTP 401 from http://127.0.0.1:" in reg2.load_errors["mcp server wrong"]
     finally:
-        _stop(proc)
+        stop(server.proc)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -23,10 +22,11 @@ import time
 import anyio
 import pytest
 
+from tests.mcp._mcp_helpers import START, serve_http, stop
+
 pytest.importorskip("mcp")
 # each test starts a server process (about 3 s idle, over 30 s on a loaded 2-core host)
 pytestmark = pytest.mark.timeout(300)
-START = 150.0
 
 
 @pytest.fixture
@@ -44,46 +44,6 @@ def _config(tmp_path, text: str):
 
 TRUSTED = ("code_execution: {isolation: none, mode: strict, timeout: 30}\n"
            "approvals: {execute_code: allow}\n")
-
-
-def _auth(lines):
-    """The bearer header for the token the server made (its file's path is printed)."""
-    for line in lines:
-        found = re.search(r"the token is in (\S+) ", line)
-        if found:
-            with open(found.group(1)) as fh:
-                return {"Authorization": f"Bearer {fh.read().strip()}"}
-    return {}
-
-
-def _serve(config, env, *extra):
-    proc = subprocess.Popen([sys.executable, "-m", "execengine", "--config", str(config),
-                             "mcp", *extra], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + START
-    lines = []
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        found = re.search(r"serving streamable HTTP on (http://\S+)", line)
-        if found:
-            return proc, found.group(1), _auth(lines)
-    _stop(proc)
-    raise AssertionError(f"server did not start: {''.join(lines)}")
-
-
-def _stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    for stream in (proc.stdin, proc.stderr, proc.stdout):
-        if stream is not None:
-            stream.close()
 
 
 def _http_calls(url, codes, headers):
@@ -111,12 +71,13 @@ PEEK = "print(globals().get('secret_of_a', 'NOTHING'))"
 
 
 def test_two_mcp_clients_do_not_share_a_kernel(tmp_path, env):
-    proc, url, auth = _serve(_config(tmp_path, TRUSTED), env, "--http", "127.0.0.1:0")
-    try:
-        one = _http_calls(url, [SET, PEEK], auth)  # negative control: one client keeps state
-        other = _http_calls(url, [PEEK], auth)
+    server = serve_http(["--config", str(_config(tmp_path, TRUSTED)), "mcp", "--http",
+                         "127.0.0.1:0"], env)
+    try:  # negative control: one client keeps state
+        one = _http_calls(server.url, [SET, PEEK], server.auth)
+        other = _http_calls(server.url, [PEEK], server.auth)
     finally:
-        _stop(proc)
+        stop(server.proc)
     assert one[0]["status"] == "success", one
     assert one[1]["output"].strip() == "A-private", one
     assert other[0]["status"] == "success", other
@@ -158,7 +119,7 @@ def _stdio_exchange(config, env, messages: list[bytes], expect_ids: set,
                     others.append(msg)
         alive = proc.poll() is None
     finally:
-        _stop(proc)
+        stop(proc, wait=15)
     replies["_alive"] = alive
     return replies
 
@@ -263,8 +224,10 @@ def test_http_on_loopback_refuses_a_rebound_host_or_a_foreign_origin(tmp_path, e
     the guard holds even for a request that has it). Any loopback address: the SDK
     guards only 127.0.0.1, localhost and ::1 by itself, and a server on 127.0.0.2 ran a
     rebound page's code."""
-    proc, url, auth = _serve(_config(tmp_path, TRUSTED), env, "--http", f"{addr}:0")
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    server = serve_http(["--config", str(_config(tmp_path, TRUSTED)), "mcp", "--http",
+                         f"{addr}:0"], env)
+    auth = server.auth
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])
     try:  # with the token (a rebound page has none, but the guard holds even with it)
         own = _post(port, {"Host": f"{addr}:{port}", **auth}, addr)  # the negative control
         named = _post(port, {"Host": f"localhost:{port}", **auth}, addr)
@@ -273,7 +236,7 @@ def test_http_on_loopback_refuses_a_rebound_host_or_a_foreign_origin(tmp_path, e
         origin = _post(port, {"Host": f"{addr}:{port}",
                               "Origin": "http://evil.example.com", **auth}, addr)
     finally:
-        _stop(proc)
+        stop(server.proc)
     assert own == 200 and named == 200, (own, named)
     assert rebound in (403, 421) and prefixed in (403, 421), (rebound, prefixed)
     assert origin in (403, 421), origin

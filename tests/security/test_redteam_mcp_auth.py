@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
-import sys
-import time
 
 import pytest
+
+from tests.mcp._mcp_helpers import serve_http, stop
 
 pytest.importorskip("mcp")
 pytestmark = [
@@ -33,7 +32,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
                        reason="needs root and setpriv to act as another uid"),
 ]
-START = 150.0
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -109,35 +107,14 @@ def server(tmp_path):
     env["HOME"] = str(tmp_path)  # no user config; the token file goes under it
     config = tmp_path / "config.yaml"
     config.write_text(TRUSTED)
-    proc = subprocess.Popen([sys.executable, "-m", "execengine", "--config", str(config),
-                             "mcp", "--http", "127.0.0.1:0", "--tools"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    url = token_file = None
-    deadline = time.monotonic() + START
-    assert proc.stderr is not None
-    while time.monotonic() < deadline and url is None:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if found := re.search(r"the token is in (\S+) ", line):
-            token_file = found.group(1)
-        if found := re.search(r"serving streamable HTTP on (http://\S+)", line):
-            url = found.group(1)
+    served = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0", "--tools"],
+                        env)
     try:
-        assert url is not None, f"server did not start: {''.join(lines)}"
-        yield url, token_file
+        yield served.url, served.token_file
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        stop(served.proc, wait=15)
     # the token file goes with the server
-    assert token_file is None or not os.path.exists(token_file)
+    assert served.token_file is None or not os.path.exists(served.token_file)
 
 
 def _as_nobody(url: str, token: str, token_file: str) -> dict:

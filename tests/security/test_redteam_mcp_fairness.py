@@ -19,18 +19,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import subprocess
-import sys
 import threading
 import time
 
 import anyio
 import pytest
 
+from tests.mcp._mcp_helpers import START, serve_http, stop
+
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.timeout(300)
-START = 150.0
 HOG_SLEEP = 90  # seconds: the hog's cells outlast everything the test waits for
 
 CONFIG = ("code_execution: {isolation: none, mode: strict, timeout: 120, max_sessions: 8}\n"
@@ -43,31 +41,12 @@ def server(tmp_path):
     env.update(HOME=str(tmp_path), HOG_TOKEN="hog-t0ken-1", FAIR_TOKEN="fair-t0ken-2")
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "execengine", "--config", str(config), "mcp", "--http",
-         "127.0.0.1:0", "--token-env", "HOG_TOKEN", "--token-env", "FAIR_TOKEN"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    url, lines = None, []
-    deadline = time.monotonic() + START
-    while time.monotonic() < deadline and url is None:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if found := re.search(r"serving streamable HTTP on (http://\S+)", line):
-            url = found.group(1)
+    served = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0",
+                         "--token-env", "HOG_TOKEN", "--token-env", "FAIR_TOKEN"], env)
     try:
-        assert url is not None, f"server did not start: {''.join(lines)}"
-        yield url
+        yield served.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        stop(served.proc)
 
 
 def _calls(url: str, token: str, codes: list[str], *, sessions: int = 1,

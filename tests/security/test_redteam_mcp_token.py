@@ -15,55 +15,30 @@ and the token file is readable by its owner only.
 from __future__ import annotations
 
 import os
-import re
 import stat
-import subprocess
-import sys
-import time
 
 import pytest
 
 from execengine.errors import McpError
 from execengine.mcp.token import write_token
+from tests.mcp._mcp_helpers import serve_http, stop
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.timeout(300)
-START = 150.0
 
 
 def _serve(tmp_path, token_file) -> str:
     """Start a server writing its token to ``token_file``; the path it printed."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
     env["HOME"] = str(tmp_path)  # no user config
-    proc = subprocess.Popen([sys.executable, "-m", "execengine", "mcp", "--http",
-                             "127.0.0.1:0", "--token-file", str(token_file)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
-    lines: list[str] = []
-    printed = None
+    server = serve_http(["mcp", "--http", "127.0.0.1:0", "--token-file", str(token_file)], env)
     try:
-        deadline = time.monotonic() + START
-        while time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            if found := re.search(r"the token is in (\S+) ", line):
-                printed = found.group(1)
-            if "serving streamable HTTP" in line:
-                break
-        assert printed is not None, "".join(lines)
-        info = os.stat(printed)
+        assert server.token_file is not None
+        info = os.stat(server.token_file)
         assert stat.S_IMODE(info.st_mode) == 0o600, oct(info.st_mode)
-        return printed
+        return server.token_file
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        proc.stderr.close()
+        stop(server.proc, wait=15)
 
 
 def test_a_shared_folder_keeps_its_mode(tmp_path):
