@@ -7,7 +7,9 @@ Per isolation level (those this host supports):
 1. ``print("hi")`` end to end: one-shot ``Engine.execute`` vs a cell of a live session
    (median, p90), and the kernel's start-up (the session's first cell).
 2. One no-op tool round trip, timed inside the script (``perf_counter`` around 200 calls):
-   from a one-shot script vs from a cell (median of 5 alternated runs of each).
+   from a one-shot script vs from a cell (median of 5 alternated runs of each, each once
+   the launcher's next interpreter is started: a cell run while it starts shared the
+   CPUs with it, and read 2-3x the one-shot's at ``none``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+
+from _settle import settled
 
 from execengine.config import Config
 from execengine.engine import Engine
@@ -66,8 +70,10 @@ def bench_level(level: str, runs: int) -> None:
 
         cells = _timed(cell, runs)
         one, mine = [], []
-        for _ in range(5):  # alternated, so both see the same load
+        for _ in range(5):  # alternated, so both see the same load, each once the
+            settled(engine)  # interpreter started ahead for the next one-shot is there
             one.append(float(engine.execute(ROUND_TRIPS).output))
+            settled(engine)
             mine.append(float(engine.execute(ROUND_TRIPS, session="bench").output))
         rt_one, rt_cell = statistics.median(one), statistics.median(mine)
     om, op = _median_p90(one_shot)

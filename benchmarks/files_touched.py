@@ -15,9 +15,10 @@ import os
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from _settle import settled
 
 import execengine
 from execengine import Engine
@@ -43,10 +44,10 @@ def files_run(code: str) -> dict[str, set[str]]:
         with Engine(config) as engine:
             for _ in range(2):
                 engine.execute(code)
-            _settled(engine)
+            settled(engine)
             on.set()
             result = engine.execute(code)
-            _settled(engine)  # what the execution left to the background (the next start)
+            settled(engine)  # what the execution left to the background (the next start)
             on.clear()
     finally:
         sys.setprofile(None)
@@ -54,16 +55,6 @@ def files_run(code: str) -> dict[str, set[str]]:
     if not result.ok:
         raise SystemExit(f"the measured execution failed: {result.error}")
     return dict(seen)
-
-
-def _settled(engine: Engine, timeout: float = 10.0) -> None:
-    """Wait until the launcher's interpreters started ahead are all there again."""
-    want = engine.config.code_execution.warm_entries
-    deadline = time.monotonic() + timeout
-    while len(engine.launcher.prestarted()) < want:
-        if time.monotonic() > deadline:
-            raise SystemExit("the launcher did not start its interpreters ahead in time")
-        time.sleep(0.005)
 
 
 def main() -> int:
