@@ -14,7 +14,6 @@ one, so ``cd`` sticks as it does locally.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import selectors
@@ -203,10 +202,7 @@ class SshBackend(BackgroundTable[_Background], TerminalBackend):
         self.host = host
         self.kill_grace = kill_grace
         self.buffer_chars = buffer_chars
-        self.max_background = max_background
-        BackgroundTable.__init__(self)
-        self._ids = itertools.count(1)
-        self._closed = False
+        BackgroundTable.__init__(self, max_background)
 
     # -- paths are remote ---------------------------------------------------------------
 
@@ -270,14 +266,7 @@ class SshBackend(BackgroundTable[_Background], TerminalBackend):
     def start(self, command: str, *, task: str, cwd: str, env: Mapping[str, str],
               pty: bool = False) -> ProcessInfo:
         with self._lock:
-            if self._closed:
-                raise TerminalError("the terminal backend is closed")
-            running = sum(1 for p in self._procs.values() if not p.done.is_set())
-            if running >= self.max_background:
-                raise TerminalError(
-                    f"{running} background processes are running (the limit is "
-                    f"{self.max_background}); kill one first")
-            proc_id = f"proc_{next(self._ids)}"
+            proc_id = self._new_id()
         ch = self._open(command, cwd, env, pty)
         ch.started.wait(self.host.connection.target.connect_timeout + 10)
         if ch.pid < 0:
@@ -294,17 +283,10 @@ class SshBackend(BackgroundTable[_Background], TerminalBackend):
         return bg.info()
 
     def close_task(self, task: str) -> None:
-        with self._lock:
-            mine = [p for p in self._procs.values() if p.task == task]
-            for p in mine:
-                del self._procs[p.id]
-        self._stop_all(mine)
+        self._stop_all(self._take(task))
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            every, self._procs = list(self._procs.values()), {}
-        self._stop_all(every)
+        self._stop_all(self._take(None))
 
     @staticmethod
     def _stop_all(bgs: list[_Background]) -> None:

@@ -1,15 +1,19 @@
-"""The table of a backend's background processes, and the lookups both backends share."""
+"""The table of a backend's background processes: what both backends share (admitting a
+new one within the limit, the lookups, taking a task's or every process to stop them)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Generic, Protocol, TypeVar
 
+from execengine.errors import TerminalError
 from execengine.terminal.backend import LogChunk, ProcessInfo
 from execengine.terminal.output import Ring
 
 
 class BackgroundProcess(Protocol):
+    id: str
     task: str
     ring: Ring
     cursor: int
@@ -22,11 +26,40 @@ P = TypeVar("P", bound=BackgroundProcess)
 
 
 class BackgroundTable(Generic[P]):
-    """``proc_id -> process`` under a lock; a process is visible only to its own task."""
+    """``proc_id -> process`` under a lock; a process is visible only to its own task.
+    ``max_background``: the processes allowed to run at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_background: int) -> None:
+        self.max_background = max_background
         self._lock = threading.Lock()
         self._procs: dict[str, P] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def _new_id(self) -> str:
+        """The id of a process about to start (call with the lock held); raises
+        :class:`TerminalError` when the backend is closed or runs its limit already."""
+        if self._closed:
+            raise TerminalError("the terminal backend is closed")
+        running = sum(1 for p in self._procs.values() if not p.done.is_set())
+        if running >= self.max_background:
+            raise TerminalError(
+                f"{running} background processes are running (the limit is "
+                f"{self.max_background}); kill one first")
+        return f"proc_{next(self._ids)}"
+
+    def _take(self, task: str | None) -> list[P]:
+        """Remove ``task``'s processes from the table and return them, to be stopped;
+        every process for None (the backend closes: it admits no more)."""
+        with self._lock:
+            if task is None:
+                self._closed = True
+                taken, self._procs = list(self._procs.values()), {}
+            else:
+                taken = [p for p in self._procs.values() if p.task == task]
+                for p in taken:
+                    del self._procs[p.id]
+        return taken
 
     def _get(self, proc_id: str, task: str) -> P:
         with self._lock:

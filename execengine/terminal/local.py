@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import signal
@@ -94,12 +93,9 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
         self.bash = found
         self.kill_grace = kill_grace
         self.buffer_chars = buffer_chars
-        self.max_background = max_background
         #: stops this backend's commands should the host be killed (see :mod:`.guard`)
         self.guard = CommandGuard()
-        BackgroundTable.__init__(self)
-        self._ids = itertools.count(1)
-        self._closed = False
+        BackgroundTable.__init__(self, max_background)
 
     # -- foreground -------------------------------------------------------------------
 
@@ -158,14 +154,7 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
     def start(self, command: str, *, task: str, cwd: str, env: Mapping[str, str],
               pty: bool = False) -> ProcessInfo:
         with self._lock:
-            if self._closed:
-                raise TerminalError("the terminal backend is closed")
-            running = sum(1 for p in self._procs.values() if not p.done.is_set())
-            if running >= self.max_background:
-                raise TerminalError(
-                    f"{running} background processes are running (the limit is "
-                    f"{self.max_background}); kill one first")
-            proc_id = f"proc_{next(self._ids)}"
+            proc_id = self._new_id()
             sp = self._spawn(command, cwd, env, pty)
             bg = _Background(proc_id, task, command, cwd, sp, self.buffer_chars)
             self._procs[proc_id] = bg
@@ -183,17 +172,10 @@ class LocalBackend(BackgroundTable[_Background], TerminalBackend):
             bg.sp.processes.signal(sig)
 
     def close_task(self, task: str) -> None:
-        with self._lock:
-            mine = [p for p in self._procs.values() if p.task == task]
-            for p in mine:
-                del self._procs[p.id]
-        self._stop_all(mine)
+        self._stop_all(self._take(task))
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            every, self._procs = list(self._procs.values()), {}
-        self._stop_all(every)
+        self._stop_all(self._take(None))
         self.guard.close()
 
     def _stop_all(self, bgs: list[_Background]) -> None:

@@ -11,7 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from execengine.config import Config
+from execengine.errors import TerminalError
 from execengine.registry import ToolRegistry
+from execengine.remote.terminal import SshBackend
 
 from .conftest import Remote
 
@@ -116,3 +118,25 @@ def test_dropped_connection_ends_the_command_and_leaves_nothing(reg: ToolRegistr
 def test_pty_commands_get_a_terminal_on_the_remote(reg: ToolRegistry) -> None:
     out = call(reg, "terminal", command="test -t 1 && echo tty; printf 'a\\nb\\n'", pty=True)
     assert out["output"] == "tty\na\nb\n" and out["exit_code"] == 0
+
+
+def test_the_remote_backend_keeps_its_limit_and_its_tasks_apart(reg: ToolRegistry,
+                                                                remote: Remote) -> None:
+    host = reg.services.host
+    backend = SshBackend(host, kill_grace=0.2, max_background=2)
+    cwd, env = host.default_cwd(), {"PATH": "/usr/bin:/bin"}
+    try:
+        backend.start("sleep 300", task="a", cwd=cwd, env=env)
+        kept = backend.start("sleep 300", task="b", cwd=cwd, env=env)
+        with pytest.raises(TerminalError, match="limit is 2"):
+            backend.start("sleep 300", task="a", cwd=cwd, env=env)
+        backend.close_task("a")  # stops a's process only
+        assert [p.id for p in backend.processes()] == [kept.id]
+        assert backend.poll(kept.id, task="b").running
+        backend.start("true", task="a", cwd=cwd, env=env)  # its slot is free again
+    finally:
+        backend.close()
+    with pytest.raises(TerminalError, match="closed"):
+        backend.start("true", task="a", cwd=cwd, env=env)
+    assert backend.processes() == []
+    assert remote.wait_no_processes() == []
