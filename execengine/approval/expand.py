@@ -215,7 +215,7 @@ class _Pass:
         if kind == "ansi_c_string":
             return [_Piece(ansi_c(self._text(node)[2:-1]))]
         if kind == "string_content":
-            return [_Piece(_unescape_dquoted(self._text(node)))]
+            return [_Piece(_unescape(self._text(node), _DQUOTE_ESCAPABLE))]
         if kind in ("string", "translated_string", "concatenation", "command_name"):
             inner = quoted or kind in ("string", "translated_string")
             out: list[_Piece] = []
@@ -313,24 +313,17 @@ def ansi_c(body: str) -> str:
                   sub, body)
 
 
-def _unescape(text: str) -> str:
+#: what a backslash escapes inside double quotes (elsewhere it escapes every character)
+_DQUOTE_ESCAPABLE = '$`"\\\n'
+
+
+def _unescape(text: str, escapable: str | None = None) -> str:
+    """``text`` without its backslash escapes: every one, or only those of the characters
+    in ``escapable`` (inside double quotes: :data:`_DQUOTE_ESCAPABLE`)."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
-        if text[i] == "\\" and i + 1 < n:
-            out.append(text[i + 1])
-            i += 2
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
-def _unescape_dquoted(text: str) -> str:
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        if text[i] == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
+        if text[i] == "\\" and i + 1 < n and (escapable is None or text[i + 1] in escapable):
             out.append(text[i + 1])
             i += 2
         else:
