@@ -265,16 +265,16 @@ class SshBackend(BackgroundTable[_Background], TerminalBackend):
 
     def start(self, command: str, *, task: str, cwd: str, env: Mapping[str, str],
               pty: bool = False) -> ProcessInfo:
-        with self._lock:
-            proc_id = self._new_id()
-        ch = self._open(command, cwd, env, pty)
-        ch.started.wait(self.host.connection.target.connect_timeout + 10)
-        if ch.pid < 0:
-            ch.finish()
-            raise TerminalError(ch.problem() or "the remote command did not start")
-        bg = _Background(proc_id, task, command, cwd, ch, self.buffer_chars, pty)
-        with self._lock:
-            self._procs[proc_id] = bg
+        with self._admitted() as proc_id:  # the channel opens outside the lock
+            ch = self._open(command, cwd, env, pty)
+            ch.started.wait(self.host.connection.target.connect_timeout + 10)
+            if ch.pid < 0:
+                ch.finish()
+                raise TerminalError(ch.problem() or "the remote command did not start")
+            bg = _Background(proc_id, task, command, cwd, ch, self.buffer_chars, pty)
+            if not self._add(bg):
+                self._stop_all([bg])
+                raise TerminalError("the terminal backend is closed")
         return bg.info()
 
     def kill(self, proc_id: str, *, task: str) -> ProcessInfo:

@@ -3,8 +3,10 @@ new one within the limit, the lookups, taking a task's or every process to stop 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
+from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
 from execengine.errors import TerminalError
@@ -35,18 +37,43 @@ class BackgroundTable(Generic[P]):
         self._procs: dict[str, P] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        #: processes admitted and starting outside the lock, not in the table yet
+        self._starting = 0
 
     def _new_id(self) -> str:
         """The id of a process about to start (call with the lock held); raises
         :class:`TerminalError` when the backend is closed or runs its limit already."""
         if self._closed:
             raise TerminalError("the terminal backend is closed")
-        running = sum(1 for p in self._procs.values() if not p.done.is_set())
+        running = self._starting + sum(1 for p in self._procs.values() if not p.done.is_set())
         if running >= self.max_background:
             raise TerminalError(
                 f"{running} background processes are running (the limit is "
                 f"{self.max_background}); kill one first")
         return f"proc_{next(self._ids)}"
+
+    @contextlib.contextmanager
+    def _admitted(self) -> Iterator[str]:
+        """The id of a process that starts outside the lock (a remote one: a round trip),
+        its place within the limit held until the block ends; the block puts it in the
+        table with :meth:`_add`."""
+        with self._lock:
+            proc_id = self._new_id()
+            self._starting += 1
+        try:
+            yield proc_id
+        finally:
+            with self._lock:
+                self._starting -= 1
+
+    def _add(self, proc: P) -> bool:
+        """Put a started process in the table; False when the backend was closed while it
+        started (the caller stops it)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._procs[proc.id] = proc
+            return True
 
     def _take(self, task: str | None) -> list[P]:
         """Remove ``task``'s processes from the table and return them, to be stopped;

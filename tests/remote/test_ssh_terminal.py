@@ -5,6 +5,7 @@ background processes live on the remote until killed."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 
@@ -139,4 +140,35 @@ def test_the_remote_backend_keeps_its_limit_and_its_tasks_apart(reg: ToolRegistr
     with pytest.raises(TerminalError, match="closed"):
         backend.start("true", task="a", cwd=cwd, env=env)
     assert backend.processes() == []
+    assert remote.wait_no_processes() == []
+
+
+def test_concurrent_remote_starts_keep_the_limit(reg: ToolRegistry, remote: Remote) -> None:
+    # a remote start opens its channel outside the backend's lock (a round trip): two at
+    # once both passed the limit check before either was in the table
+    host = reg.services.host
+    backend = SshBackend(host, kill_grace=0.2, max_background=1)
+    cwd, env = host.default_cwd(), {"PATH": "/usr/bin:/bin"}
+    ready = threading.Barrier(4)
+    outcomes: list[str] = []
+
+    def start() -> None:
+        ready.wait()
+        try:
+            backend.start("sleep 300", task="t", cwd=cwd, env=env)
+            outcomes.append("started")
+        except TerminalError as exc:
+            outcomes.append(str(exc))
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert outcomes.count("started") == 1, outcomes
+        assert all("limit is 1" in o for o in outcomes if o != "started"), outcomes
+        assert len(backend.processes()) == 1
+    finally:
+        backend.close()
     assert remote.wait_no_processes() == []
