@@ -190,13 +190,13 @@ class Runtime:
             shutil.rmtree(path, ignore_errors=True)
 
 
-
 def _readable_by_all(tree: str) -> None:
     """Folders 0755 and files 0644 under ``tree``: a child of any uid reads, none writes."""
     for folder, _dirs, files in os.walk(tree):
         os.chmod(folder, 0o755)
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
+
 
 @dataclass(frozen=True)
 class Launched:

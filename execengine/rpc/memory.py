@@ -172,7 +172,7 @@ class MemoryServer:
                 peer.authenticated = True
                 channel.hello.set()
                 peer.deliver(connection.welcome(channel.exec_id, channel.max_tool_calls,
-                                              self.max_message_bytes))
+                                                self.max_message_bytes))
             else:
                 peer.authenticated = False
                 why = ("bad credentials" if isinstance(msg, connection.Hello)
@@ -242,7 +242,7 @@ class _Job:
                 return
             if not channel.current(self.generation):  # its cell ended while it waited
                 self.peer.deliver(connection.result(self.call.id,
-                                                  json.dumps({"error": late_message()})))
+                                                    json.dumps({"error": late_message()})))
                 return
             try:
                 text = self.handler(self.call.tool, self.call.args)

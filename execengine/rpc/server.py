@@ -706,7 +706,7 @@ class RpcServer:
             return
         if len(msg.parts) != 1:
             conn.reply(connection.error(connection.request_id(msg.parts[0]),
-                                      "a message must be a single frame"))
+                                        "a message must be a single frame"))
             return
         parsed = connection.parse(msg.parts[0])
         if isinstance(parsed, connection.Invalid):
@@ -723,7 +723,7 @@ class RpcServer:
             conn.authed = True
             channel.hello.set()  # before the welcome: whoever sees the welcome sees this
             conn.reply(connection.welcome(channel.exec_id, channel.max_tool_calls,
-                                        self.max_message_bytes))
+                                          self.max_message_bytes))
             return
         conn.authed = False
         why = ("bad credentials" if isinstance(msg, connection.Hello)
@@ -742,7 +742,7 @@ class RpcServer:
                 self.budget.give(counted)
         if refusal is not None:
             conn.reply(connection.result(call.id, json.dumps({"error": refusal},
-                                                           ensure_ascii=False)))
+                                                             ensure_ascii=False)))
             return
         job = _CallJob(self._job_hooks, conn, call, generation, counted)
         if channel.enqueue(job):

@@ -240,7 +240,7 @@ def test_a_peer_that_never_reads_is_no_longer_read_and_others_go_on(server, monk
         with contextlib.suppress(zmtp.ZmtpError):
             for n in range(1, 5000):
                 hog.send(connection._dump({"v": 1, "type": "call", "id": str(n),
-                                         "tool": "echo", "args": big}))
+                                           "tool": "echo", "args": big}))
                 sent.append(n)
 
     sender = threading.Thread(target=flood, daemon=True)

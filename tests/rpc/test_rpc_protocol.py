@@ -39,7 +39,7 @@ def test_bad_messages_are_values_with_reasons():
 
 def test_replies_are_versioned_json():
     assert json.loads(connection.result("3", "ok")) == {"v": 1, "type": "result", "id": "3",
-                                                      "result": "ok"}
+                                                        "result": "ok"}
     assert json.loads(connection.error(None, "bad"))["id"] is None
     assert json.loads(connection.welcome("e", 5))["max_tool_calls"] == 5
     assert json.loads(connection.denied("no"))["type"] == "denied"
