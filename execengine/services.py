@@ -34,10 +34,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-#: the members made on first use (kept as attributes: see :meth:`Services.close`)
-MEMBERS = ("host", "workdirs", "terminal", "approvals", "web_spill")
-
-
 class Services:
     """The host, task directories, terminal, approvals, web spill store and MCP manager of
     one registry. Thread-safe; :meth:`close` is idempotent."""
@@ -105,9 +101,9 @@ class Services:
             if self._closed:
                 return
             self._closed = True
-            made, self._made = list(self._made.values()), {}
-            for name in MEMBERS:  # read again: "registry is closed"
+            for name in self._made:  # kept as attributes: read again, "registry is closed"
                 self.__dict__.pop(name, None)
+            made, self._made = list(self._made.values()), {}
             mcp, self.mcp = self.mcp, None
         for svc in [*([mcp] if mcp is not None else []), *reversed(made)]:
             closer = getattr(svc, "close", None)

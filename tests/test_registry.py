@@ -201,8 +201,9 @@ def test_services_are_made_once_and_closed_once_with_the_registry(tmp_path):
         terminal = reg.services.terminal.backend
     reg.close()
     assert closed == [1] and terminal.closed
-    with pytest.raises(ToolError, match="closed"):
-        reg.services.terminal  # noqa: B018 - a property that makes the service
+    for member in ("terminal", "host", "workdirs"):  # each read (and kept) before
+        with pytest.raises(ToolError, match="closed"):
+            getattr(reg.services, member)
 
 
 def test_env_passthrough_merges_config_and_runtime():
