@@ -39,8 +39,7 @@ class LocalHost(Host):
 
     @classmethod
     def files_available(cls, config: Config) -> bool | str:
-        base = config.terminal.cwd
-        folder = os.path.expanduser(base) if base else os.getcwd()
+        folder = _configured_cwd(config) or os.getcwd()
         if not os.path.isdir(folder):
             return f"working directory {folder!r} does not exist"
         if not os.access(folder, os.R_OK | os.X_OK):
@@ -56,12 +55,12 @@ class LocalHost(Host):
                             max_background=cfg.max_background)
 
     def default_cwd(self) -> str:
-        base = self.config.terminal.cwd
-        return os.path.abspath(os.path.expanduser(base)) if base else os.getcwd()
+        folder = _configured_cwd(self.config)
+        return os.path.abspath(folder) if folder else os.getcwd()
 
     def task_dirs_start(self) -> str | Callable[[], str]:
-        base = self.config.terminal.cwd
-        return os.path.abspath(os.path.expanduser(base)) if base else os.getcwd
+        folder = _configured_cwd(self.config)
+        return os.path.abspath(folder) if folder else os.getcwd
 
     def folder_problem(self, path: str) -> str | None:
         if os.path.isdir(path):
@@ -86,3 +85,9 @@ class LocalHost(Host):
             sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             sandbox.close()
+
+
+def _configured_cwd(config: Config) -> str | None:
+    """``terminal.cwd`` with ``~`` expanded; None when unset (the process's cwd then)."""
+    base = config.terminal.cwd
+    return os.path.expanduser(base) if base else None
