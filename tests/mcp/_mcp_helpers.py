@@ -3,6 +3,7 @@ conftest, so importing from "conftest" would be ambiguous)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -30,6 +31,15 @@ def toy_server(name: str, *extra: str, **options: str) -> str:
 def run_script(reg: ToolRegistry, code: str, **kw):
     with Engine(registry=reg, launcher=LocalLauncher()) as engine:
         return engine.execute(code, **kw)
+
+
+def cli_env(home: Path | str, **extra: str) -> dict[str, str]:
+    """The environment of an ``execengine`` process a test starts: this one's without the
+    ``EXECENGINE_`` variables, ``HOME`` at ``home`` (no user config, no cache in the real
+    home), plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
+    env.update(HOME=str(home), **extra)
+    return env
 
 
 @dataclass(frozen=True)

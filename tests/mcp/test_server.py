@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -11,7 +10,7 @@ import urllib.request
 
 import anyio
 import pytest
-from _mcp_helpers import serve_http, stop
+from _mcp_helpers import cli_env, serve_http, stop
 
 SCRIPT = """
 from hermes_tools import read_file
@@ -28,9 +27,7 @@ def setup(tmp_path, no_leaks):
                       "approvals: {execute_code: allow}\n")
     data = tmp_path / "data.txt"
     data.write_text("hello over mcp\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
-    env["HOME"] = str(tmp_path)  # no user config, no cache in the real home
-    return config, data, env
+    return config, data, cli_env(tmp_path)
 
 
 async def _use(session, data):

@@ -22,7 +22,7 @@ import time
 import anyio
 import pytest
 
-from tests.mcp._mcp_helpers import START, serve_http, stop
+from tests.mcp._mcp_helpers import START, cli_env, serve_http, stop
 
 pytest.importorskip("mcp")
 # each test starts a server process (about 3 s idle, over 30 s on a loaded 2-core host)
@@ -31,9 +31,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture
 def env(tmp_path):
-    out = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
-    out["HOME"] = str(tmp_path)  # no user config, no cache in the real home
-    return out
+    return cli_env(tmp_path)
 
 
 def _config(tmp_path, text: str):

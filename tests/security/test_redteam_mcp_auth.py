@@ -24,7 +24,7 @@ import subprocess
 
 import pytest
 
-from tests.mcp._mcp_helpers import serve_http, stop
+from tests.mcp._mcp_helpers import cli_env, serve_http, stop
 
 pytest.importorskip("mcp")
 pytestmark = [
@@ -103,8 +103,7 @@ print(json.dumps(out))
 
 @pytest.fixture
 def server(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
-    env["HOME"] = str(tmp_path)  # no user config; the token file goes under it
+    env = cli_env(tmp_path)  # the token file goes under its home
     config = tmp_path / "config.yaml"
     config.write_text(TRUSTED)
     served = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0", "--tools"],

@@ -25,7 +25,7 @@ import time
 import anyio
 import pytest
 
-from tests.mcp._mcp_helpers import START, serve_http, stop
+from tests.mcp._mcp_helpers import START, cli_env, serve_http, stop
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.timeout(300)
@@ -37,8 +37,7 @@ CONFIG = ("code_execution: {isolation: none, mode: strict, timeout: 120, max_ses
 
 @pytest.fixture
 def server(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
-    env.update(HOME=str(tmp_path), HOG_TOKEN="hog-t0ken-1", FAIR_TOKEN="fair-t0ken-2")
+    env = cli_env(tmp_path, HOG_TOKEN="hog-t0ken-1", FAIR_TOKEN="fair-t0ken-2")
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
     served = serve_http(["--config", str(config), "mcp", "--http", "127.0.0.1:0",

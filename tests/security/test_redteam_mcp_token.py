@@ -21,7 +21,7 @@ import pytest
 
 from execengine.errors import McpError
 from execengine.mcp.token import write_token
-from tests.mcp._mcp_helpers import serve_http, stop
+from tests.mcp._mcp_helpers import cli_env, serve_http, stop
 
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.timeout(300)
@@ -29,9 +29,8 @@ pytestmark = pytest.mark.timeout(300)
 
 def _serve(tmp_path, token_file) -> str:
     """Start a server writing its token to ``token_file``; the path it printed."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EXECENGINE_")}
-    env["HOME"] = str(tmp_path)  # no user config
-    server = serve_http(["mcp", "--http", "127.0.0.1:0", "--token-file", str(token_file)], env)
+    server = serve_http(["mcp", "--http", "127.0.0.1:0", "--token-file", str(token_file)],
+                        cli_env(tmp_path))
     try:
         assert server.token_file is not None
         info = os.stat(server.token_file)
